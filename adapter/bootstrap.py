@@ -1,0 +1,63 @@
+"""The one place that wires concrete parts: store, legacy port and services.
+
+Entry points call :func:`build` with settings; tests call :func:`build_context` with the parts they
+want (an in-process simulator, a temporary database) and get the very same service layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapter.config import Settings
+from adapter.domain.identity import HandleCodec
+from adapter.domain.records import Limits
+from adapter.legacy.simulator import SimulatorPort
+from adapter.ports.legacy import LegacyPort
+from adapter.services import CommitPolicy, ImportService, ServiceContext
+from adapter.store import Store
+
+__all__ = ["Kit", "build", "build_legacy_port"]
+
+
+@dataclass(slots=True)
+class Kit:
+    """Everything a running process holds; ``close`` releases it."""
+
+    settings: Settings
+    store: Store
+    legacy: LegacyPort
+    service: ImportService
+
+    def close(self) -> None:
+        self.store.dispose()
+        close = getattr(self.legacy, "close", None)
+        if callable(close):
+            close()
+
+
+def build_legacy_port(settings: Settings) -> LegacyPort:
+    """The simulator, in-process (``embedded``) or over TCP; replace this to wrap your own system."""
+    return SimulatorPort.from_url(
+        settings.legacy_url, embedded_db_path=settings.legacy_db, timeout=settings.legacy_timeout_seconds
+    )
+
+
+def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
+    store = store or Store.from_url(settings.database_url)
+    legacy = legacy or build_legacy_port(settings)
+    ctx = ServiceContext(
+        store=store,
+        legacy=legacy,
+        codec=HandleCodec(settings.secret_bytes()),
+        limits=Limits(
+            max_records_per_call=settings.max_records_per_call, max_record_bytes=settings.max_record_bytes
+        ),
+        commit_policy=CommitPolicy(
+            chunk_size=settings.commit_chunk_size,
+            max_attempts=settings.commit_max_attempts,
+            lease_seconds=settings.lease_seconds,
+        ),
+        default_ttl_seconds=settings.default_ttl_seconds,
+    )
+    return Kit(settings=settings, store=store, legacy=legacy, service=ImportService(ctx))
+

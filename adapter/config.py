@@ -1,0 +1,74 @@
+"""Configuration, read once at the edge from ``ADAPTER_*`` environment variables.
+
+A bad setting stops start-up with one clear line (``python -m adapter`` prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ConfigError", "Settings", "load_settings"]
+
+
+class ConfigError(Exception):
+    """A setting is missing or wrong; the message is one line meant for the operator."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ADAPTER_", extra="ignore")
+
+    database_url: str = "sqlite:///./adapter.db"
+    legacy_url: str = "embedded"
+    legacy_db: str = "./legacy_sim.db"
+    legacy_timeout_seconds: float = Field(default=10.0, gt=0)
+    secret: str | None = None
+    secret_file: str = "./adapter.secret"
+    default_ttl_seconds: int = Field(default=3600, ge=10)
+    max_records_per_call: int = Field(default=1000, ge=1, le=100_000)
+    max_record_bytes: int = Field(default=64 * 1024, ge=64)
+    commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
+    commit_max_attempts: int = Field(default=4, ge=1, le=20)
+    lease_seconds: float = Field(default=30.0, ge=1)
+
+    @field_validator("legacy_url")
+    @classmethod
+    def _legacy_url(cls, value: str) -> str:
+        if value != "embedded" and not value.startswith("tcp://"):
+            raise ValueError("must be 'embedded' or tcp://HOST:PORT")
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) < 32:
+            raise ValueError("must be at least 32 bytes")
+        return value
+
+    def secret_bytes(self) -> bytes:
+        """The handle secret: ADAPTER_SECRET, else a key file created once (mode 0600).
+
+        Handles are derived from it, so it must stay the same across restarts and be shared by
+        every worker; several workers on one database must set ADAPTER_SECRET.
+        """
+        if self.secret:
+            return self.secret.encode()
+        path = Path(self.secret_file)
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32))
+        return path.read_text().strip().encode()
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "ADAPTER_" + str(first["loc"][0]).upper() if first["loc"] else "settings"
+        raise ConfigError(f"invalid setting {name}: {first['msg']}") from None

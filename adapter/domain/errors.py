@@ -1,0 +1,83 @@
+"""The kit's one exception tree.
+
+Every business error a caller can see has a stable ``code``; each entry point maps these to its own
+wire form in one place (an ``isError`` tool result whose text starts with ``code:``, an HTTP status,
+a CLI exit code). Messages never contain record contents, tokens or handles.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdapterError",
+    "HandleExpired",
+    "HandleNotFound",
+    "IdempotencyKeyReused",
+    "InvalidRequest",
+    "InvalidState",
+    "LegacyUnavailable",
+    "LimitExceeded",
+    "OperationNotFound",
+]
+
+
+class AdapterError(Exception):
+    """Base of every business error; ``code`` is stable and safe to show to clients."""
+
+    code: str = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class HandleNotFound(AdapterError):
+    """Unknown handle, or a handle of another principal: both get the same answer on purpose."""
+
+    code = "handle_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("no import with this handle")
+
+
+class HandleExpired(AdapterError):
+    code = "handle_expired"
+
+    def __init__(self) -> None:
+        super().__init__("the import's handle has expired; begin a new import")
+
+
+class IdempotencyKeyReused(AdapterError):
+    code = "idempotency_key_reused"
+
+    def __init__(self) -> None:
+        super().__init__("this idempotency key was already used for a different request")
+
+
+class InvalidState(AdapterError):
+    code = "invalid_state"
+
+
+class LimitExceeded(AdapterError):
+    code = "limit_exceeded"
+
+
+class InvalidRequest(AdapterError):
+    code = "validation_error"
+
+
+class OperationNotFound(AdapterError):
+    """Unknown operation, or another principal's: the same answer on purpose."""
+
+    code = "operation_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("no operation with this id or idempotency key")
+
+
+class LegacyUnavailable(AdapterError):
+    """The legacy system could not be reached; nothing was committed, so the call may be retried."""
+
+    code = "legacy_unavailable"

@@ -1,0 +1,107 @@
+"""What the service layer returns: plain, immutable values that every entry point can render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "AbortResult",
+    "AddResult",
+    "BeginResult",
+    "CommitResult",
+    "HistoryEntry",
+    "ImportView",
+    "OperationSummary",
+    "OperationView",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BeginResult:
+    handle: str
+    import_id: str
+    status: str
+    target: str
+    expires_at: datetime
+    record_count: int
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    handle: str
+    accepted: int
+    record_count: int
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """Outcome of a commit request.
+
+    ``status`` is one of committed, in_progress, outcome_unknown, cancelled, failed. ``failed``
+    only ever means COMMIT was never sent (so nothing was applied); ``error`` then says why.
+    """
+
+    handle: str
+    status: str
+    operation_id: str
+    legacy_batch_id: str | None
+    record_count: int
+    replayed: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortResult:
+    handle: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSummary:
+    operation_id: str
+    kind: str
+    status: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ImportView:
+    handle: str
+    import_id: str
+    status: str
+    target: str
+    record_count: int
+    expires_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    legacy_batch_id: str | None
+    operations: tuple[OperationSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One step of an operation's history (from the event table): no contents, only facts."""
+
+    at: datetime
+    event: str
+    state: str | None
+    detail: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationView:
+    operation_id: str
+    kind: str
+    status: str
+    import_id: str | None
+    recovery_point: str | None
+    attempts: int
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    history: tuple[HistoryEntry, ...] = field(default=())

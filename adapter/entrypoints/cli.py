@@ -1,0 +1,63 @@
+"""The command line: ``python -m adapter migrate | downgrade | demo``.
+
+Each command parses its arguments, builds the kit from settings and calls the service layer; it owns
+no business rule. Configuration errors print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from adapter.config import ConfigError, Settings, load_settings
+
+__all__ = ["main"]
+
+
+def _migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.store.migrate import upgrade
+
+    upgrade(settings.database_url, args.revision)
+    print(f"database migrated to {args.revision}")
+    return 0
+
+
+def _downgrade(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.store.migrate import downgrade
+
+    downgrade(settings.database_url, args.revision)
+    print(f"database downgraded to {args.revision}")
+    return 0
+
+
+def _demo(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.entrypoints.demo import run_demo
+
+    return run_demo(records=args.records)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m adapter", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    migrate = commands.add_parser("migrate", help="upgrade the database schema")
+    migrate.add_argument("--revision", default="head")
+    migrate.set_defaults(run=_migrate)
+    down = commands.add_parser("downgrade", help="downgrade the database schema")
+    down.add_argument("--revision", default="base")
+    down.set_defaults(run=_downgrade)
+    demo = commands.add_parser("demo", help="an end-to-end run against the simulator over TCP")
+    demo.add_argument("--records", type=int, default=1200)
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run: Callable[[Settings, argparse.Namespace], int] = args.run
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"adapter: {exc}", file=sys.stderr)
+        return 2
+    return run(settings, args)

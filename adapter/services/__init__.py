@@ -1,0 +1,65 @@
+"""The service layer: the only place business rules live.
+
+Transports (MCP, admin HTTP, CLI) call :class:`ImportService`; it delegates each use case to the
+module that owns it, so "where is the commit flow" is answered by ``services/commit.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from adapter.domain.identity import Principal
+from adapter.domain.views import AbortResult, AddResult, BeginResult, CommitResult, ImportView, OperationView
+from adapter.services.abort import abort_import, compensate_import
+from adapter.services.commit import commit_import
+from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
+from adapter.services.imports import add_records, begin_import, import_status
+from adapter.services.operations import operation_status
+
+__all__ = ["CancelToken", "CommitPolicy", "ImportService", "ProgressCallback", "ServiceContext"]
+
+
+class ImportService:
+    """The use cases of one import transaction, each re-authorizing the caller on every call."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    def begin(
+        self, principal: Principal, target: str, *, idempotency_key: str | None = None, ttl_seconds: int | None = None
+    ) -> BeginResult:
+        return begin_import(self.ctx, principal, target, idempotency_key=idempotency_key, ttl_seconds=ttl_seconds)
+
+    def add(
+        self, principal: Principal, handle: str, records: Sequence[Any], *, idempotency_key: str | None = None
+    ) -> AddResult:
+        return add_records(self.ctx, principal, handle, records, idempotency_key=idempotency_key)
+
+    def commit(
+        self,
+        principal: Principal,
+        handle: str,
+        *,
+        idempotency_key: str | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> CommitResult:
+        return commit_import(
+            self.ctx, principal, handle, idempotency_key=idempotency_key, progress=progress, cancel=cancel
+        )
+
+    def abort(self, principal: Principal, handle: str) -> AbortResult:
+        return abort_import(self.ctx, principal, handle)
+
+    def status(self, principal: Principal, handle: str) -> ImportView:
+        return import_status(self.ctx, principal, handle)
+
+    def operation_status(
+        self, principal: Principal, *, operation_id: str | None = None, idempotency_key: str | None = None
+    ) -> OperationView:
+        return operation_status(self.ctx, principal, operation_id=operation_id, idempotency_key=idempotency_key)
+
+    def compensate(self, import_id: str, *, reason: str) -> str:
+        """Operator action: VOID the legacy batch of a committed import."""
+        return compensate_import(self.ctx, import_id, reason=reason)

@@ -1,0 +1,181 @@
+"""Abort an import, and compensate (VOID) one that was already committed.
+
+Aborting an open import drops its staged records. Aborting a committed import cannot undo the legacy
+commit, so it writes a compensation record first and then asks the legacy system to VOID the batch.
+Compensation is idempotent (a VOID of a voided batch is harmless, one compensation row per batch)
+and resumable (a ``compensating`` import continues where it stopped). After a bounded number of
+failed attempts it stops at ``needs_operator`` with the reason, for a person to look at.
+"""
+
+from __future__ import annotations
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from adapter.domain.errors import InvalidState
+from adapter.domain.identity import Principal, fingerprint, new_id
+from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.domain.views import AbortResult
+from adapter.ports.legacy import LegacyError, LegacyTransient
+from adapter.services.access import find_import
+from adapter.services.context import ServiceContext
+from adapter.services.idempotency import new_operation, retry_on_conflict
+from adapter.store.tables import CompensationRow
+
+__all__ = ["abort_import", "compensate_import"]
+
+_FINAL = {ImportState.ABORTED.value, ImportState.COMPENSATED.value}
+
+
+def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> AbortResult:
+    """Abort ``handle``'s import: drop an open one, compensate a committed one.
+
+    Raises HandleNotFound, and InvalidState while a commit is running or its outcome is unknown
+    (reconciliation must decide first, or an abort could race a commit that did land).
+    """
+
+    def step() -> str:
+        with ctx.store.unit_of_work() as uow:
+            row = find_import(uow, principal, handle)
+            if row.state in _FINAL:
+                return row.state
+            if row.state == ImportState.EXPIRED.value:
+                return row.state
+            if row.state == ImportState.OPEN.value:
+                transition(row, ImportState.ABORTED)
+                uow.records.discard(row.id)
+                uow.events.record("import.aborted", import_id=row.id, state=row.state)
+                uow.commit()
+                return row.state
+            if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
+                return "compensate"
+            raise InvalidState(f"an import that is {row.state} cannot be aborted now")
+
+    outcome = retry_on_conflict(step)
+    if outcome == "compensate":
+        with ctx.store.unit_of_work() as uow:
+            import_id = find_import(uow, principal, handle).id
+        outcome = compensate_import(ctx, import_id, reason="aborted by its owner", principal=principal)
+    return AbortResult(handle=handle, status=outcome)
+
+
+def compensate_import(
+    ctx: ServiceContext, import_id: str, *, reason: str, principal: Principal | None = None
+) -> str:
+    """VOID the legacy batch of a committed import; returns the import's resulting state.
+
+    Used by abort and by operators. Safe to call again at any point.
+    """
+    compensation_id = retry_on_conflict(lambda: _start(ctx, import_id, reason, principal))
+    if compensation_id is None:
+        with ctx.store.unit_of_work() as uow:
+            row = uow.imports.get(import_id)
+            assert row is not None
+            return row.state
+    return _void(ctx, import_id, compensation_id)
+
+
+def _start(ctx: ServiceContext, import_id: str, reason: str, principal: Principal | None) -> str | None:
+    """Write the compensation record (once) and move the import to compensating."""
+    with ctx.store.unit_of_work() as uow:
+        row = uow.imports.get(import_id)
+        if row is None:
+            raise InvalidState("no such import")
+        existing = uow.compensations.for_import(import_id)
+        if row.state == ImportState.COMPENSATED.value:
+            return None
+        if row.state not in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
+            raise InvalidState(f"an import that is {row.state} has no committed batch to compensate")
+        if existing is not None:
+            return existing.id
+        assert row.legacy_batch_id is not None
+        owner = principal or Principal(subject=row.principal, tenant=row.tenant)
+        operation = new_operation(
+            owner, OperationKind.COMPENSATE.value, None,
+            fingerprint("compensate", {"import": import_id}), status=OperationState.COMPENSATING,
+        )
+        operation.import_id = import_id
+        operation.attempts = 0
+        uow.operations.add(operation)
+        uow.flush()  # the compensation row refers to the operation row
+        compensation = CompensationRow(
+            id=new_id(), import_id=import_id, operation_id=operation.id,
+            legacy_batch_id=row.legacy_batch_id, status=OperationState.COMPENSATING.value, reason=reason[:500],
+        )
+        uow.compensations.add(compensation)
+        transition(row, ImportState.COMPENSATING)
+        uow.events.record("import.compensating", import_id=import_id, operation_id=operation.id, state=row.state)
+        uow.commit()
+        return compensation.id
+
+
+def _void(ctx: ServiceContext, import_id: str, compensation_id: str) -> str:
+    policy = ctx.commit_policy
+    with ctx.store.unit_of_work() as uow:
+        compensation = uow.compensations.for_import(import_id)
+        assert compensation is not None and compensation.id == compensation_id
+        batch_id, operation_id = compensation.legacy_batch_id, compensation.operation_id
+
+    def attempt() -> None:
+        _count_attempt(ctx, import_id)
+        ctx.legacy.void_batch(batch_id)
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(LegacyTransient),
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=wait_random_exponential(multiplier=policy.retry_wait_initial, max=policy.retry_wait_max),
+        reraise=True,
+    )
+    try:
+        retrying(attempt)
+    except LegacyError as exc:
+        return _close(ctx, import_id, operation_id, OperationState.NEEDS_OPERATOR, ImportState.COMPENSATING,
+                      error=f"{type(exc).__name__}: VOID of the legacy batch kept failing")
+    return _close(ctx, import_id, operation_id, OperationState.COMPENSATED, ImportState.COMPENSATED)
+
+
+def _count_attempt(ctx: ServiceContext, import_id: str) -> None:
+    def write() -> None:
+        with ctx.store.unit_of_work() as uow:
+            compensation = uow.compensations.for_import(import_id)
+            assert compensation is not None
+            compensation.attempts += 1
+            operation = uow.operations.get(compensation.operation_id)
+            assert operation is not None
+            operation.attempts += 1
+            uow.events.record("compensation.attempt", import_id=import_id, operation_id=operation.id,
+                              state=operation.status, detail={"attempt": compensation.attempts})
+            uow.commit()
+
+    retry_on_conflict(write)
+
+
+def _close(
+    ctx: ServiceContext,
+    import_id: str,
+    operation_id: str,
+    status: OperationState,
+    import_state: ImportState,
+    *,
+    error: str | None = None,
+) -> str:
+    def write() -> str:
+        with ctx.store.unit_of_work() as uow:
+            row = uow.imports.get(import_id)
+            operation = uow.operations.get(operation_id)
+            compensation = uow.compensations.for_import(import_id)
+            assert row is not None and operation is not None and compensation is not None
+            operation.status = status.value
+            operation.error = {"code": "compensation_failed", "reason": error} if error else None
+            operation.result = {"legacy_batch_id": compensation.legacy_batch_id} if not error else None
+            compensation.status = status.value
+            compensation.last_error = error
+            if row.state != import_state.value:
+                transition(row, import_state)
+            uow.events.record(f"operation.{status.value}", import_id=import_id, operation_id=operation_id,
+                              state=status.value, detail={"kind": operation.kind})
+            uow.events.record(f"import.{import_state.value}", import_id=import_id, operation_id=operation_id,
+                              state=import_state.value)
+            uow.commit()
+            return row.state
+
+    return retry_on_conflict(write)

@@ -1,0 +1,47 @@
+"""Finding an import by handle, re-authorized on every call.
+
+An unknown handle and another principal's handle raise the very same ``HandleNotFound``, so a
+caller cannot probe which handles exist.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from adapter.domain.errors import HandleExpired, HandleNotFound
+from adapter.domain.identity import HandleCodec, Principal
+from adapter.domain.states import ImportState
+from adapter.store.tables import ImportRow
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = ["effective_state", "find_import", "find_usable_import", "owns"]
+
+
+def owns(principal: Principal, row: ImportRow) -> bool:
+    return row.principal == principal.subject and row.tenant == principal.tenant
+
+
+def find_import(uow: UnitOfWork, principal: Principal, handle: str) -> ImportRow:
+    """The caller's import for ``handle``, or HandleNotFound."""
+    if not isinstance(handle, str) or not HandleCodec.looks_like_handle(handle):
+        raise HandleNotFound()
+    row = uow.imports.by_digest(HandleCodec.digest(handle))
+    if row is None or not owns(principal, row):
+        raise HandleNotFound()
+    return row
+
+
+def effective_state(row: ImportRow, now: datetime) -> ImportState:
+    """An open import past its expiry is expired, whether or not a sweeper has marked it yet."""
+    state = ImportState(row.state)
+    if state is ImportState.OPEN and now >= row.expires_at:
+        return ImportState.EXPIRED
+    return state
+
+
+def find_usable_import(uow: UnitOfWork, principal: Principal, handle: str, now: datetime) -> ImportRow:
+    """Like find_import, but an expired import raises HandleExpired (for calls that change it)."""
+    row = find_import(uow, principal, handle)
+    if effective_state(row, now) is ImportState.EXPIRED:
+        raise HandleExpired()
+    return row

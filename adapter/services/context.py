@@ -1,0 +1,63 @@
+"""What every use case needs, built once by ``adapter.bootstrap`` and passed in (no globals)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from adapter.domain.identity import HandleCodec
+from adapter.domain.records import Limits
+from adapter.ports.legacy import LegacyPort
+from adapter.store import Store
+from adapter.store.tables import utcnow
+
+__all__ = ["CancelToken", "CommitPolicy", "ProgressCallback", "ServiceContext", "default_worker_id"]
+
+ProgressCallback = Callable[[int, int], None]
+"""Called with (records sent, records total) while a commit replays records into the legacy system."""
+
+
+class CancelToken:
+    """Set by a transport when its caller went away; the commit checks it before each step."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPolicy:
+    """Tuning of the commit flow. Retries are bounded and jittered; leases are short."""
+
+    chunk_size: int = 500
+    max_attempts: int = 4
+    retry_wait_initial: float = 0.05
+    retry_wait_max: float = 2.0
+    lease_seconds: float = 30.0
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass(slots=True)
+class ServiceContext:
+    store: Store
+    legacy: LegacyPort
+    codec: HandleCodec
+    limits: Limits = field(default_factory=Limits)
+    commit_policy: CommitPolicy = field(default_factory=CommitPolicy)
+    default_ttl_seconds: int = 3600
+    worker_id: str = field(default_factory=default_worker_id)
+    clock: Callable[[], datetime] = utcnow

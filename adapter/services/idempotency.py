@@ -1,0 +1,113 @@
+"""Run a one-transaction operation at most once per idempotency key.
+
+``(principal, kind, key)`` is unique in the store. The operation row, the effect and the result are
+written in one transaction, so either all of them exist or none. A second call with the same key:
+
+* and the same request fingerprint gets the stored result, marked as a replay;
+* and a different fingerprint gets ``idempotency_key_reused``;
+* while the first is still running waits for it (the database serializes the two transactions),
+  then gets the replay: it never executes a second time.
+
+Two concurrent first calls race on the unique key; the loser's transaction fails, rolls back, and
+is retried, and then finds the winner's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
+
+from adapter.domain.errors import IdempotencyKeyReused
+from adapter.domain.identity import Principal, new_id
+from adapter.domain.states import OperationState
+from adapter.services.context import ServiceContext
+from adapter.store.tables import OperationRow
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = ["Outcome", "check_fingerprint", "new_operation", "retry_on_conflict", "run_once"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    operation_id: str
+    import_id: str | None
+    result: dict[str, Any]
+    replayed: bool
+
+
+def retry_on_conflict(fn: Callable[[], T]) -> T:
+    """Run ``fn`` again when it lost a race (unique key or optimistic version); bounded and jittered."""
+    retrying = Retrying(
+        retry=retry_if_exception_type((IntegrityError, StaleDataError)),
+        stop=stop_after_attempt(6),
+        wait=wait_random(0, 0.05),
+        reraise=True,
+    )
+    return retrying(fn)
+
+
+def check_fingerprint(existing: OperationRow, fingerprint: str) -> OperationRow:
+    if existing.request_fingerprint != fingerprint:
+        raise IdempotencyKeyReused()
+    return existing
+
+
+def new_operation(
+    principal: Principal, kind: str, key: str | None, fingerprint: str, *, status: OperationState
+) -> OperationRow:
+    return OperationRow(
+        id=new_id(),
+        kind=kind,
+        principal=principal.subject,
+        tenant=principal.tenant,
+        idempotency_key=key,
+        request_fingerprint=fingerprint,
+        status=status.value,
+        attempts=1,
+    )
+
+
+def run_once(
+    ctx: ServiceContext,
+    principal: Principal,
+    kind: str,
+    key: str | None,
+    fingerprint: str,
+    perform: Callable[[UnitOfWork, OperationRow], dict[str, Any]],
+) -> Outcome:
+    """Run ``perform`` in one transaction together with its operation row, at most once per key.
+
+    ``perform`` applies the effect, may set ``operation.import_id``, and returns the result to store.
+    Business errors it raises roll everything back, so nothing is recorded and a retry may succeed.
+    """
+
+    def attempt() -> Outcome:
+        with ctx.store.unit_of_work() as uow:
+            if key is not None:
+                existing = uow.operations.by_key(principal.subject, kind, key)
+                if existing is not None:
+                    check_fingerprint(existing, fingerprint)
+                    return Outcome(existing.id, existing.import_id, dict(existing.result or {}), True)
+            operation = new_operation(principal, kind, key, fingerprint, status=OperationState.IN_PROGRESS)
+            uow.operations.add(operation)
+            result = perform(uow, operation)
+            operation.status = OperationState.SUCCEEDED.value
+            operation.result = result
+            uow.events.record(
+                f"operation.{OperationState.SUCCEEDED.value}",
+                import_id=operation.import_id,
+                operation_id=operation.id,
+                state=OperationState.SUCCEEDED.value,
+                detail={"kind": kind},
+            )
+            uow.commit()
+            return Outcome(operation.id, operation.import_id, result, False)
+
+    return retry_on_conflict(attempt)

@@ -1,0 +1,160 @@
+"""The import use cases that need one transaction each: begin, add, status.
+
+Commit (the long, multi-step one) is in ``commit.py``; abort and compensation in ``abort.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
+from adapter.domain.identity import Principal, fingerprint, new_id
+from adapter.domain.records import encode_records
+from adapter.domain.states import ImportState, OperationKind
+from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
+from adapter.services.access import effective_state, find_import, find_usable_import
+from adapter.services.context import ServiceContext
+from adapter.services.idempotency import run_once
+from adapter.store.tables import ImportRow, OperationRow
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = ["add_records", "begin_import", "import_status", "validate_key"]
+
+MAX_KEY_LENGTH = 200
+
+
+def validate_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isprintable():
+        raise InvalidRequest(f"idempotency_key must be 1..{MAX_KEY_LENGTH} printable characters")
+    return key
+
+
+def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
+    limits = ctx.limits
+    if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:
+        raise InvalidRequest(f"target must be a non-empty string of at most {limits.max_target_length} chars")
+    ttl = ctx.default_ttl_seconds if ttl_seconds is None else ttl_seconds
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not limits.min_ttl_seconds <= ttl <= limits.max_ttl_seconds:
+        raise InvalidRequest(
+            f"ttl_seconds must be an integer from {limits.min_ttl_seconds} to {limits.max_ttl_seconds}"
+        )
+    return ttl
+
+
+def begin_import(
+    ctx: ServiceContext,
+    principal: Principal,
+    target: str,
+    *,
+    idempotency_key: str | None = None,
+    ttl_seconds: int | None = None,
+) -> BeginResult:
+    """Open an import and return its handle: opaque, bound to the caller, valid for ``ttl_seconds``."""
+    key = validate_key(idempotency_key)
+    ttl = _validate_begin(ctx, target, ttl_seconds)
+    request = fingerprint("begin", {"target": target, "ttl": ttl})
+
+    def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
+        import_id = new_id()
+        expires_at = ctx.clock() + timedelta(seconds=ttl)
+        handle = ctx.codec.handle_for(import_id)
+        uow.imports.add(
+            ImportRow(
+                id=import_id,
+                handle_digest=ctx.codec.digest(handle),
+                principal=principal.subject,
+                tenant=principal.tenant,
+                target=target,
+                state=ImportState.OPEN.value,
+                record_count=0,
+                expires_at=expires_at,
+            )
+        )
+        uow.flush()
+        operation.import_id = import_id
+        uow.events.record(
+            "import.opened", import_id=import_id, operation_id=operation.id, state=ImportState.OPEN.value,
+            detail={"ttl_seconds": ttl},
+        )
+        return {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
+
+    outcome = run_once(ctx, principal, OperationKind.BEGIN.value, key, request, perform)
+    return BeginResult(
+        handle=ctx.codec.handle_for(outcome.result["import_id"]),
+        import_id=outcome.result["import_id"],
+        status=ImportState.OPEN.value,
+        target=outcome.result["target"],
+        expires_at=datetime.fromisoformat(outcome.result["expires_at"]),
+        record_count=0,
+        replayed=outcome.replayed,
+    )
+
+
+def add_records(
+    ctx: ServiceContext,
+    principal: Principal,
+    handle: str,
+    records: Sequence[Any],
+    *,
+    idempotency_key: str | None = None,
+) -> AddResult:
+    """Stage ``records`` durably after those already staged, in order; all or nothing."""
+    key = validate_key(idempotency_key)
+    encoded = encode_records(records, ctx.limits)
+    content = hashlib.sha256("\n".join(encoded).encode()).hexdigest()
+    request = fingerprint("add", {"handle": ctx.codec.digest(handle), "records": content, "n": len(encoded)})
+
+    def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
+        row = find_usable_import(uow, principal, handle, ctx.clock())
+        if row.state != ImportState.OPEN.value:
+            raise InvalidState(f"records can only be added to an open import; this one is {row.state}")
+        if row.record_count + len(encoded) > ctx.limits.max_records_per_import:
+            raise LimitExceeded(f"an import holds at most {ctx.limits.max_records_per_import} records")
+        first_seq = row.record_count + 1
+        row.record_count += len(encoded)
+        uow.flush()  # claims the import row (version check) before the records take their positions
+        uow.records.stage(row.id, first_seq, encoded)
+        operation.import_id = row.id
+        uow.events.record(
+            "import.records_staged", import_id=row.id, operation_id=operation.id, state=row.state,
+            detail={"accepted": len(encoded), "record_count": row.record_count},
+        )
+        return {"accepted": len(encoded), "record_count": row.record_count, "first_seq": first_seq}
+
+    outcome = run_once(ctx, principal, OperationKind.ADD.value, key, request, perform)
+    return AddResult(
+        handle=handle,
+        accepted=outcome.result["accepted"],
+        record_count=outcome.result["record_count"],
+        replayed=outcome.replayed,
+    )
+
+
+def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
+    """The import's current state; an open import past its expiry shows as expired."""
+    with ctx.store.unit_of_work() as uow:
+        row = find_import(uow, principal, handle)
+        return to_view(row, handle, ctx, uow.operations.for_import(row.id))
+
+
+def to_view(row: ImportRow, handle: str, ctx: ServiceContext, operations: Sequence[OperationRow]) -> ImportView:
+    return ImportView(
+        handle=handle,
+        import_id=row.id,
+        status=effective_state(row, ctx.clock()).value,
+        target=row.target,
+        record_count=row.record_count,
+        expires_at=row.expires_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        legacy_batch_id=row.legacy_batch_id,
+        operations=tuple(
+            OperationSummary(operation_id=op.id, kind=op.kind, status=op.status, created_at=op.created_at)
+            for op in operations
+        ),
+    )

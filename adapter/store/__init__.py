@@ -1,0 +1,28 @@
+"""The durable store: tables, repositories and the unit of work, behind one small facade."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from adapter.store.engine import make_engine, make_session_factory
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = ["Store"]
+
+
+class Store:
+    """Owns the engine; hands out units of work. Built once at start-up by ``adapter.bootstrap``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._session_factory = make_session_factory(engine)
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        return cls(make_engine(url))
+
+    def unit_of_work(self) -> UnitOfWork:
+        return UnitOfWork(self._session_factory)
+
+    def dispose(self) -> None:
+        self.engine.dispose()

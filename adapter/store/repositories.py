@@ -1,0 +1,161 @@
+"""Repositories: every query the services need, named in the domain's words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from adapter.store.tables import (
+    CompensationRow,
+    EventRow,
+    ImportRow,
+    OperationRow,
+    StagedRecordRow,
+)
+
+__all__ = [
+    "CompensationRepository",
+    "EventRepository",
+    "ImportRepository",
+    "OperationRepository",
+    "RecordRepository",
+]
+
+
+class ImportRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, row: ImportRow) -> None:
+        self._session.add(row)
+
+    def get(self, import_id: str) -> ImportRow | None:
+        return self._session.get(ImportRow, import_id)
+
+    def by_digest(self, handle_digest: str) -> ImportRow | None:
+        return self._session.scalars(
+            select(ImportRow).where(ImportRow.handle_digest == handle_digest)
+        ).one_or_none()
+
+
+class RecordRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def stage(self, import_id: str, first_seq: int, records: Sequence[str]) -> None:
+        """Insert records at positions ``first_seq, first_seq + 1, ...`` in one statement."""
+        self._session.execute(
+            insert(StagedRecordRow),
+            [{"import_id": import_id, "seq": first_seq + i, "data": r} for i, r in enumerate(records)],
+        )
+
+    def chunk(self, import_id: str, after_seq: int, limit: int) -> list[tuple[int, str]]:
+        """The next ``limit`` records after ``after_seq``, in order (keyset, so memory stays bounded)."""
+        rows = self._session.execute(
+            select(StagedRecordRow.seq, StagedRecordRow.data)
+            .where(StagedRecordRow.import_id == import_id, StagedRecordRow.seq > after_seq)
+            .order_by(StagedRecordRow.seq)
+            .limit(limit)
+        )
+        return [(seq, data) for seq, data in rows]
+
+    def count(self, import_id: str) -> int:
+        return self._session.scalar(
+            select(func.count()).select_from(StagedRecordRow).where(StagedRecordRow.import_id == import_id)
+        ) or 0
+
+    def discard(self, import_id: str) -> None:
+        self._session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id == import_id))
+
+
+class OperationRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, row: OperationRow) -> None:
+        self._session.add(row)
+
+    def get(self, operation_id: str) -> OperationRow | None:
+        return self._session.get(OperationRow, operation_id)
+
+    def by_key(self, principal: str, kind: str, key: str) -> OperationRow | None:
+        return self._session.scalars(
+            select(OperationRow).where(
+                OperationRow.principal == principal,
+                OperationRow.kind == kind,
+                OperationRow.idempotency_key == key,
+            )
+        ).one_or_none()
+
+    def latest_by_key(self, principal: str, key: str) -> OperationRow | None:
+        """The newest operation of any kind under ``key`` (keys are unique per kind)."""
+        return self._session.scalars(
+            select(OperationRow)
+            .where(OperationRow.principal == principal, OperationRow.idempotency_key == key)
+            .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())
+            .limit(1)
+        ).one_or_none()
+
+    def for_import(self, import_id: str) -> list[OperationRow]:
+        return list(
+            self._session.scalars(
+                select(OperationRow)
+                .where(OperationRow.import_id == import_id)
+                .order_by(OperationRow.created_at, OperationRow.id)
+            )
+        )
+
+    def latest_commit(self, import_id: str) -> OperationRow | None:
+        return self._session.scalars(
+            select(OperationRow)
+            .where(OperationRow.import_id == import_id, OperationRow.kind == "commit")
+            .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())
+            .limit(1)
+        ).one_or_none()
+
+
+class CompensationRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, row: CompensationRow) -> None:
+        self._session.add(row)
+
+    def for_import(self, import_id: str) -> CompensationRow | None:
+        return self._session.scalars(
+            select(CompensationRow).where(CompensationRow.import_id == import_id)
+        ).one_or_none()
+
+
+class EventRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def record(
+        self,
+        kind: str,
+        *,
+        import_id: str | None = None,
+        operation_id: str | None = None,
+        state: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        self._session.add(
+            EventRow(import_id=import_id, operation_id=operation_id, kind=kind, state=state, detail=detail)
+        )
+
+    def for_operation(self, operation_id: str) -> list[EventRow]:
+        return list(
+            self._session.scalars(
+                select(EventRow).where(EventRow.operation_id == operation_id).order_by(EventRow.id)
+            )
+        )
+
+    def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
+        """Events newer than ``last_id``, oldest first: how subscribers follow changes."""
+        return list(
+            self._session.scalars(select(EventRow).where(EventRow.id > last_id).order_by(EventRow.id).limit(limit))
+        )

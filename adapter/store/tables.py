@@ -1,0 +1,177 @@
+"""SQLAlchemy 2 models of the durable store. Alembic (``migrations/``) shares this metadata.
+
+Times are stored as naive UTC and handed out as aware UTC (:class:`UTCDateTime`), so SQLite and
+PostgreSQL behave alike. Natural unique keys make retries safe: a second insert of the same
+idempotency key or the same staged position fails instead of doubling.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "CompensationRow",
+    "EventRow",
+    "ImportRow",
+    "OperationRow",
+    "StagedRecordRow",
+    "utcnow",
+]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The one clock of the store (freezegun-friendly)."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not accepted by the store")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+# BIGINT on PostgreSQL, INTEGER (the rowid alias, so it autoincrements) on SQLite.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class ImportRow(Base):
+    """One import transaction. The handle itself is never stored, only its digest."""
+
+    __tablename__ = "imports"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    handle_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    tenant: Mapped[str] = mapped_column(String(200))
+    target: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(32))
+    record_count: Mapped[int] = mapped_column(Integer, default=0)
+    legacy_batch_id: Mapped[str | None] = mapped_column(String(100))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+    __table_args__ = (
+        Index("ix_imports_owner_created", "tenant", "principal", "created_at", "id"),
+        Index("ix_imports_state_expires", "state", "expires_at"),
+    )
+
+
+class StagedRecordRow(Base):
+    """A record waiting for commit; ``seq`` keeps the caller's order across calls."""
+
+    __tablename__ = "staged_records"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    import_id: Mapped[str] = mapped_column(ForeignKey("imports.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    data: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (UniqueConstraint("import_id", "seq"),)
+
+
+class OperationRow(Base):
+    """One call with an effect (begin, add, commit, abort, compensate) and its durable outcome."""
+
+    __tablename__ = "operations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    principal: Mapped[str] = mapped_column(String(200))
+    tenant: Mapped[str] = mapped_column(String(200))
+    import_id: Mapped[str | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_fingerprint: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32))
+    batch_ref: Mapped[str | None] = mapped_column(String(128), unique=True)
+    recovery_point: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+    __table_args__ = (
+        UniqueConstraint("principal", "kind", "idempotency_key"),
+        Index("ix_operations_status_lease", "status", "lease_expires_at"),
+        Index("ix_operations_import", "import_id", "created_at"),
+    )
+
+
+class CompensationRow(Base):
+    """The reversal of a committed legacy batch, kept so compensation is resumable and auditable."""
+
+    __tablename__ = "compensations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    import_id: Mapped[str] = mapped_column(ForeignKey("imports.id", ondelete="CASCADE"))
+    operation_id: Mapped[str] = mapped_column(ForeignKey("operations.id", ondelete="CASCADE"))
+    legacy_batch_id: Mapped[str] = mapped_column(String(100), unique=True)
+    status: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(String(500))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class EventRow(Base):
+    """An append-only record of each state change, written in the same transaction as the change.
+
+    Subscriptions and the admin history read it. ``detail`` holds counts and ids only, never record
+    contents or user input.
+    """
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    import_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    operation_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str | None] = mapped_column(String(32))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,70 @@
+"""Pure domain rules: handles, fingerprints, record validation and the state table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.domain.errors import InvalidRequest, LimitExceeded
+from adapter.domain.identity import HandleCodec, fingerprint
+from adapter.domain.records import Limits, encode_records
+from adapter.domain.states import IMPORT_TRANSITIONS, ImportState
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=10,
+)
+records = st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=4), min_size=1, max_size=20)
+
+
+@given(records)
+def test_encoded_records_decode_to_the_same_records_in_the_same_order(batch: list[dict[str, object]]) -> None:
+    assert [json.loads(text) for text in encode_records(batch, Limits())] == batch
+
+
+def test_limits_are_enforced_per_call_and_per_record() -> None:
+    limits = Limits(max_records_per_call=2, max_record_bytes=20)
+    with pytest.raises(LimitExceeded):
+        encode_records([{}, {}, {}], limits)
+    with pytest.raises(LimitExceeded, match="record 1"):
+        encode_records([{}, {"text": "x" * 30}], limits)
+    with pytest.raises(InvalidRequest, match="record 0 is not a JSON object"):
+        encode_records([[1]], limits)
+
+
+def test_error_messages_never_contain_record_contents() -> None:
+    with pytest.raises(LimitExceeded) as caught:
+        encode_records([{"secret": "s3cr3t" * 100}], Limits(max_record_bytes=100))
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_handles_are_deterministic_per_secret_and_distinct_across_secrets() -> None:
+    one, two = HandleCodec(b"a" * 32), HandleCodec(b"b" * 32)
+
+    assert one.handle_for("id1") == one.handle_for("id1")
+    assert one.handle_for("id1") != one.handle_for("id2")
+    assert one.handle_for("id1") != two.handle_for("id1")
+    assert HandleCodec.looks_like_handle(one.handle_for("id1"))
+
+
+def test_a_short_secret_is_refused() -> None:
+    with pytest.raises(ValueError):
+        HandleCodec(b"short")
+
+
+@given(st.dictionaries(st.text(max_size=5), st.integers(), max_size=5))
+def test_fingerprint_ignores_key_order(payload: dict[str, int]) -> None:
+    reordered = dict(reversed(list(payload.items())))
+    assert fingerprint("add", payload) == fingerprint("add", reordered)
+    assert fingerprint("add", payload) != fingerprint("commit", payload)
+
+
+def test_every_state_has_a_transition_entry_and_final_states_have_none() -> None:
+    assert set(IMPORT_TRANSITIONS) == set(ImportState)
+    for final in (ImportState.ABORTED, ImportState.COMPENSATED, ImportState.EXPIRED):
+        assert IMPORT_TRANSITIONS[final] == frozenset()
+    assert ImportState.COMMITTED not in IMPORT_TRANSITIONS[ImportState.OPEN]
