@@ -60,4 +60,3 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
         default_ttl_seconds=settings.default_ttl_seconds,
     )
     return Kit(settings=settings, store=store, legacy=legacy, service=ImportService(ctx))
-

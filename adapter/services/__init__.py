@@ -27,9 +27,16 @@ class ImportService:
         self.ctx = ctx
 
     def begin(
-        self, principal: Principal, target: str, *, idempotency_key: str | None = None, ttl_seconds: int | None = None
+        self,
+        principal: Principal,
+        target: str,
+        *,
+        idempotency_key: str | None = None,
+        ttl_seconds: int | None = None,
     ) -> BeginResult:
-        return begin_import(self.ctx, principal, target, idempotency_key=idempotency_key, ttl_seconds=ttl_seconds)
+        return begin_import(
+            self.ctx, principal, target, idempotency_key=idempotency_key, ttl_seconds=ttl_seconds
+        )
 
     def add(
         self, principal: Principal, handle: str, records: Sequence[Any], *, idempotency_key: str | None = None
@@ -58,7 +65,9 @@ class ImportService:
     def operation_status(
         self, principal: Principal, *, operation_id: str | None = None, idempotency_key: str | None = None
     ) -> OperationView:
-        return operation_status(self.ctx, principal, operation_id=operation_id, idempotency_key=idempotency_key)
+        return operation_status(
+            self.ctx, principal, operation_id=operation_id, idempotency_key=idempotency_key
+        )
 
     def compensate(self, import_id: str, *, reason: str) -> str:
         """Operator action: VOID the legacy batch of a committed import."""

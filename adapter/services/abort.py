@@ -90,20 +90,29 @@ def _start(ctx: ServiceContext, import_id: str, reason: str, principal: Principa
         assert row.legacy_batch_id is not None
         owner = principal or Principal(subject=row.principal, tenant=row.tenant)
         operation = new_operation(
-            owner, OperationKind.COMPENSATE.value, None,
-            fingerprint("compensate", {"import": import_id}), status=OperationState.COMPENSATING,
+            owner,
+            OperationKind.COMPENSATE.value,
+            None,
+            fingerprint("compensate", {"import": import_id}),
+            status=OperationState.COMPENSATING,
         )
         operation.import_id = import_id
         operation.attempts = 0
         uow.operations.add(operation)
         uow.flush()  # the compensation row refers to the operation row
         compensation = CompensationRow(
-            id=new_id(), import_id=import_id, operation_id=operation.id,
-            legacy_batch_id=row.legacy_batch_id, status=OperationState.COMPENSATING.value, reason=reason[:500],
+            id=new_id(),
+            import_id=import_id,
+            operation_id=operation.id,
+            legacy_batch_id=row.legacy_batch_id,
+            status=OperationState.COMPENSATING.value,
+            reason=reason[:500],
         )
         uow.compensations.add(compensation)
         transition(row, ImportState.COMPENSATING)
-        uow.events.record("import.compensating", import_id=import_id, operation_id=operation.id, state=row.state)
+        uow.events.record(
+            "import.compensating", import_id=import_id, operation_id=operation.id, state=row.state
+        )
         uow.commit()
         return compensation.id
 
@@ -128,8 +137,14 @@ def _void(ctx: ServiceContext, import_id: str, compensation_id: str) -> str:
     try:
         retrying(attempt)
     except LegacyError as exc:
-        return _close(ctx, import_id, operation_id, OperationState.NEEDS_OPERATOR, ImportState.COMPENSATING,
-                      error=f"{type(exc).__name__}: VOID of the legacy batch kept failing")
+        return _close(
+            ctx,
+            import_id,
+            operation_id,
+            OperationState.NEEDS_OPERATOR,
+            ImportState.COMPENSATING,
+            error=f"{type(exc).__name__}: VOID of the legacy batch kept failing",
+        )
     return _close(ctx, import_id, operation_id, OperationState.COMPENSATED, ImportState.COMPENSATED)
 
 
@@ -142,8 +157,13 @@ def _count_attempt(ctx: ServiceContext, import_id: str) -> None:
             operation = uow.operations.get(compensation.operation_id)
             assert operation is not None
             operation.attempts += 1
-            uow.events.record("compensation.attempt", import_id=import_id, operation_id=operation.id,
-                              state=operation.status, detail={"attempt": compensation.attempts})
+            uow.events.record(
+                "compensation.attempt",
+                import_id=import_id,
+                operation_id=operation.id,
+                state=operation.status,
+                detail={"attempt": compensation.attempts},
+            )
             uow.commit()
 
     retry_on_conflict(write)
@@ -171,10 +191,19 @@ def _close(
             compensation.last_error = error
             if row.state != import_state.value:
                 transition(row, import_state)
-            uow.events.record(f"operation.{status.value}", import_id=import_id, operation_id=operation_id,
-                              state=status.value, detail={"kind": operation.kind})
-            uow.events.record(f"import.{import_state.value}", import_id=import_id, operation_id=operation_id,
-                              state=import_state.value)
+            uow.events.record(
+                f"operation.{status.value}",
+                import_id=import_id,
+                operation_id=operation_id,
+                state=status.value,
+                detail={"kind": operation.kind},
+            )
+            uow.events.record(
+                f"import.{import_state.value}",
+                import_id=import_id,
+                operation_id=operation_id,
+                state=import_state.value,
+            )
             uow.commit()
             return row.state
 

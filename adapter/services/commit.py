@@ -160,12 +160,18 @@ def _claim(
         transition(row, ImportState.COMMITTING)
         uow.flush()
         uow.events.record(
-            "import.committing", import_id=row.id, operation_id=operation.id, state=row.state,
+            "import.committing",
+            import_id=row.id,
+            operation_id=operation.id,
+            state=row.state,
             detail={"record_count": row.record_count},
         )
         uow.events.record(
-            "operation.in_progress", import_id=row.id, operation_id=operation.id,
-            state=operation.status, detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
+            "operation.in_progress",
+            import_id=row.id,
+            operation_id=operation.id,
+            state=operation.status,
+            detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
         )
         uow.commit()
         assert operation.batch_ref is not None
@@ -199,15 +205,21 @@ def _execute(
         retry=retry_if_exception_type(LegacyTransient),
         stop=stop_after_attempt(policy.max_attempts),
         wait=wait_random_exponential(multiplier=policy.retry_wait_initial, max=policy.retry_wait_max),
-        before_sleep=lambda state: _record_retry(ctx, claim, state.outcome.exception() if state.outcome else None),
+        before_sleep=lambda state: _record_retry(
+            ctx, claim, state.outcome.exception() if state.outcome else None
+        ),
         reraise=True,
     )
     try:
         batch = retrying(lambda: _attempt(ctx, claim, run, progress, cancel))
     except _Cancelled:
-        return _finish(ctx, claim, OperationState.CANCELLED, ImportState.OPEN, point="cancelled_before_commit")
+        return _finish(
+            ctx, claim, OperationState.CANCELLED, ImportState.OPEN, point="cancelled_before_commit"
+        )
     except LegacyOutcomeUnknown:
-        return _finish(ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent")
+        return _finish(
+            ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent"
+        )
     except LegacyTransient as exc:
         return _finish_failed(ctx, claim, "legacy_unavailable", exc)
     except LegacyFailed as exc:
@@ -216,12 +228,22 @@ def _execute(
         # A bug or a store failure: record the truth we know, then let it propagate.
         with contextlib.suppress(Exception):
             if run.commit_sent:
-                _finish(ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent")
+                _finish(
+                    ctx,
+                    claim,
+                    OperationState.OUTCOME_UNKNOWN,
+                    ImportState.OUTCOME_UNKNOWN,
+                    point="commit_sent",
+                )
             else:
                 _finish_failed(ctx, claim, "internal_error", exc)
         raise
     return _finish(
-        ctx, claim, OperationState.SUCCEEDED, ImportState.COMMITTED, point="committed",
+        ctx,
+        claim,
+        OperationState.SUCCEEDED,
+        ImportState.COMMITTED,
+        point="committed",
         result={"legacy_batch_id": batch.legacy_batch_id, "record_count": batch.record_count},
         legacy_batch_id=batch.legacy_batch_id,
     )
@@ -306,8 +328,11 @@ def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attem
             if attempt:
                 operation.attempts += 1
             uow.events.record(
-                "operation.recovery_point", import_id=claim.import_id, operation_id=claim.operation_id,
-                state=operation.status, detail={"point": point, "attempt": operation.attempts},
+                "operation.recovery_point",
+                import_id=claim.import_id,
+                operation_id=claim.operation_id,
+                state=operation.status,
+                detail={"point": point, "attempt": operation.attempts},
             )
             uow.commit()
 
@@ -317,7 +342,9 @@ def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attem
 def _record_retry(ctx: ServiceContext, claim: _Claim, error: BaseException | None) -> None:
     with ctx.store.unit_of_work() as uow:
         uow.events.record(
-            "operation.attempt_failed", import_id=claim.import_id, operation_id=claim.operation_id,
+            "operation.attempt_failed",
+            import_id=claim.import_id,
+            operation_id=claim.operation_id,
             state=OperationState.IN_PROGRESS.value,
             detail={"error": type(error).__name__ if error else None, "retrying": True},
         )
@@ -342,7 +369,9 @@ def _renew_lease_if_due(ctx: ServiceContext, claim: _Claim, run: _Run) -> None:
 
 def _finish_failed(ctx: ServiceContext, claim: _Claim, code: str, exc: BaseException) -> CommitResult:
     error = {"code": code, "type": type(exc).__name__}
-    return _finish(ctx, claim, OperationState.FAILED, ImportState.OPEN, point="failed_before_commit", error=error)
+    return _finish(
+        ctx, claim, OperationState.FAILED, ImportState.OPEN, point="failed_before_commit", error=error
+    )
 
 
 def _finish(
@@ -371,12 +400,18 @@ def _finish(
             if legacy_batch_id is not None:
                 row.legacy_batch_id = legacy_batch_id
             uow.events.record(
-                f"operation.{status.value}", import_id=row.id, operation_id=operation.id, state=status.value,
+                f"operation.{status.value}",
+                import_id=row.id,
+                operation_id=operation.id,
+                state=status.value,
                 detail={"kind": operation.kind, **({"error": error["code"]} if error else {})},
             )
             uow.events.record(
-                f"import.{import_state.value}", import_id=row.id, operation_id=operation.id,
-                state=import_state.value, detail={"record_count": row.record_count},
+                f"import.{import_state.value}",
+                import_id=row.id,
+                operation_id=operation.id,
+                state=import_state.value,
+                detail={"record_count": row.record_count},
             )
             uow.commit()
             return CommitResult(

@@ -39,7 +39,11 @@ def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -
     if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:
         raise InvalidRequest(f"target must be a non-empty string of at most {limits.max_target_length} chars")
     ttl = ctx.default_ttl_seconds if ttl_seconds is None else ttl_seconds
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not limits.min_ttl_seconds <= ttl <= limits.max_ttl_seconds:
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int)
+        or not limits.min_ttl_seconds <= ttl <= limits.max_ttl_seconds
+    ):
         raise InvalidRequest(
             f"ttl_seconds must be an integer from {limits.min_ttl_seconds} to {limits.max_ttl_seconds}"
         )
@@ -78,7 +82,10 @@ def begin_import(
         uow.flush()
         operation.import_id = import_id
         uow.events.record(
-            "import.opened", import_id=import_id, operation_id=operation.id, state=ImportState.OPEN.value,
+            "import.opened",
+            import_id=import_id,
+            operation_id=operation.id,
+            state=ImportState.OPEN.value,
             detail={"ttl_seconds": ttl},
         )
         return {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
@@ -121,7 +128,10 @@ def add_records(
         uow.records.stage(row.id, first_seq, encoded)
         operation.import_id = row.id
         uow.events.record(
-            "import.records_staged", import_id=row.id, operation_id=operation.id, state=row.state,
+            "import.records_staged",
+            import_id=row.id,
+            operation_id=operation.id,
+            state=row.state,
             detail={"accepted": len(encoded), "record_count": row.record_count},
         )
         return {"accepted": len(encoded), "record_count": row.record_count, "first_seq": first_seq}
@@ -142,7 +152,9 @@ def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> Imp
         return to_view(row, handle, ctx, uow.operations.for_import(row.id))
 
 
-def to_view(row: ImportRow, handle: str, ctx: ServiceContext, operations: Sequence[OperationRow]) -> ImportView:
+def to_view(
+    row: ImportRow, handle: str, ctx: ServiceContext, operations: Sequence[OperationRow]
+) -> ImportView:
     return ImportView(
         handle=handle,
         import_id=row.id,

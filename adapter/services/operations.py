@@ -44,5 +44,7 @@ def to_operation_view(row: OperationRow, events: list[EventRow]) -> OperationVie
         error=row.error,
         created_at=row.created_at,
         updated_at=row.updated_at,
-        history=tuple(HistoryEntry(at=e.created_at, event=e.kind, state=e.state, detail=e.detail) for e in events),
+        history=tuple(
+            HistoryEntry(at=e.created_at, event=e.kind, state=e.state, detail=e.detail) for e in events
+        ),
     )

@@ -63,9 +63,14 @@ class RecordRepository:
         return [(seq, data) for seq, data in rows]
 
     def count(self, import_id: str) -> int:
-        return self._session.scalar(
-            select(func.count()).select_from(StagedRecordRow).where(StagedRecordRow.import_id == import_id)
-        ) or 0
+        return (
+            self._session.scalar(
+                select(func.count())
+                .select_from(StagedRecordRow)
+                .where(StagedRecordRow.import_id == import_id)
+            )
+            or 0
+        )
 
     def discard(self, import_id: str) -> None:
         self._session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id == import_id))
@@ -157,5 +162,7 @@ class EventRepository:
     def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
         """Events newer than ``last_id``, oldest first: how subscribers follow changes."""
         return list(
-            self._session.scalars(select(EventRow).where(EventRow.id > last_id).order_by(EventRow.id).limit(limit))
+            self._session.scalars(
+                select(EventRow).where(EventRow.id > last_id).order_by(EventRow.id).limit(limit)
+            )
         )

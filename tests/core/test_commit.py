@@ -13,7 +13,9 @@ from adapter.services import CancelToken, ImportService
 from legacy_sim.engine import LegacyEngine
 
 
-def staged_import(service: ImportService, who: Principal, records: list[dict[str, Any]], chunk: int = 100) -> str:
+def staged_import(
+    service: ImportService, who: Principal, records: list[dict[str, Any]], chunk: int = 100
+) -> str:
     handle = service.begin(who, "customers").handle
     for start in range(0, len(records), chunk):
         service.add(who, handle, records[start : start + chunk])
@@ -55,7 +57,9 @@ def test_commit_retried_with_same_key_returns_first_result_and_one_batch(
 
     assert second.replayed and not first.replayed
     assert (second.status, second.operation_id, second.legacy_batch_id) == (
-        first.status, first.operation_id, first.legacy_batch_id,
+        first.status,
+        first.operation_id,
+        first.legacy_batch_id,
     )
     assert len(batches(legacy_engine)) == 1
 

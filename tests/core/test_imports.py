@@ -46,7 +46,9 @@ def test_the_store_keeps_only_a_digest_of_the_handle(service: ImportService, ali
     assert digest == HandleCodec.digest(handle)
 
 
-def test_begin_replayed_with_same_key_returns_the_same_handle(service: ImportService, alice: Principal) -> None:
+def test_begin_replayed_with_same_key_returns_the_same_handle(
+    service: ImportService, alice: Principal
+) -> None:
     first = service.begin(alice, "customers", idempotency_key="b1")
     again = service.begin(alice, "customers", idempotency_key="b1")
 
@@ -56,7 +58,9 @@ def test_begin_replayed_with_same_key_returns_the_same_handle(service: ImportSer
         service.begin(alice, "suppliers", idempotency_key="b1")
 
 
-def test_the_same_key_is_independent_per_principal(service: ImportService, alice: Principal, bob: Principal) -> None:
+def test_the_same_key_is_independent_per_principal(
+    service: ImportService, alice: Principal, bob: Principal
+) -> None:
     mine = service.begin(alice, "customers", idempotency_key="same")
     theirs = service.begin(bob, "customers", idempotency_key="same")
 

@@ -40,7 +40,7 @@ def test_tcp_activity_keeps_a_session_alive(server_factory) -> None:
     with LegacyClient(*server.address, timeout=2.0) as client:
         client.begin("r1")
         for n in range(4):
-            time.sleep(IDLE / 3)
+            time.sleep(IDLE / 4)
             client.add({"n": n})
         assert client.commit()["record_count"] == 4
 

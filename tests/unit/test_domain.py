@@ -15,7 +15,9 @@ from adapter.domain.states import IMPORT_TRANSITIONS, ImportState
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
     max_leaves=10,
 )
 records = st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=4), min_size=1, max_size=20)
