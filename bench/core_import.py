@@ -1,0 +1,390 @@
+"""Benchmark: the kit's durable import path against a direct import into the legacy system.
+
+Two questions from the issue, answered on one machine in one run:
+
+* **Overhead** - how much longer does ``ImportService`` (begin, stage every record durably, commit
+  by replaying them into the legacy system) take than a plain ``LegacyClient`` import of the same
+  records? Target: at most 1.5x.
+* **Memory** (``--memory-only N``) - how much does *committing* an import of N staged records raise
+  the process's peak RSS? Target: < 100 MB for 200,000 records.
+
+The simulator always runs as a separate process over TCP (``python -m legacy_sim serve``), as in
+production, so its own CPU and memory are not charged to the kit process being measured.
+
+Usage::
+
+    .venv/bin/python bench/core_import.py --records 20000 --batch 500 --db sqlite --repeat 3
+    .venv/bin/python bench/core_import.py --db postgres
+    .venv/bin/python bench/core_import.py --memory-only 200000
+
+This is a benchmark, not a test: it prints a table and one JSON line (the last line of stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import platform
+import re
+import resource
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+
+from adapter.domain.identity import HandleCodec, Principal
+from adapter.domain.records import Limits
+from adapter.legacy.simulator import SimulatorPort
+from adapter.services import ImportService, ServiceContext
+from adapter.services.commit import batch_ref_for
+from adapter.store import Store
+from adapter.store.migrate import upgrade
+from legacy_sim.client import LegacyClient
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+LISTENING = re.compile(r"legacy_sim listening on (?P<host>[^\s:]+):(?P<port>\d+)")
+PRINCIPAL = Principal(subject="bench", tenant="bench")
+LEGACY_TIMEOUT = 60.0  # generous: a 200k-record COMMIT is one long server-side transaction
+
+Record = dict[str, Any]
+Address = tuple[str, int]
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+
+def make_records(count: int) -> list[Record]:
+    """Deterministic, realistic-looking rows (~120 bytes of JSON each), built once, outside timing."""
+    return [
+        {
+            "sku": f"SKU-{i:08d}",
+            "name": f"Widget model {i % 977} rev {i % 13}",
+            "qty": i % 250,
+            "unit_price": round(1.5 + (i % 1000) * 0.37, 2),
+            "warehouse": ("north", "south", "east", "west")[i % 4],
+            "active": i % 7 != 0,
+        }
+        for i in range(count)
+    ]
+
+
+def batches(records: Sequence[Record], size: int) -> Iterator[Sequence[Record]]:
+    for start in range(0, len(records), size):
+        yield records[start : start + size]
+
+
+# --- the simulator subprocess ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def simulator(workdir: Path) -> Iterator[Address]:
+    """Run ``legacy_sim serve --port 0`` as a child; yield its address; always terminate it.
+
+    The idle timeout is disabled so a long staging phase (memory mode) cannot expire a session.
+    """
+    cmd = [
+        sys.executable, "-m", "legacy_sim", "serve", "--host", "127.0.0.1", "--port", "0",
+        "--db", str(workdir / "legacy.db"), "--idle-timeout", "0",
+    ]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the server prints exactly this one line once it listens
+        match = LISTENING.search(line)
+        if match is None:
+            raise RuntimeError(f"simulator did not start (exit code {proc.poll()}): {line!r}")
+        yield match["host"], int(match["port"])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- the kit's database ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DatabaseFactory:
+    """Hands out fresh, migrated, empty databases so every measured import starts from the same state."""
+
+    kind: str
+    workdir: Path
+    postgres_url: str
+
+    @contextlib.contextmanager
+    def fresh(self) -> Iterator[str]:
+        if self.kind == "sqlite":
+            path = self.workdir / f"adapter-{secrets.token_hex(4)}.db"
+            url = f"sqlite:///{path}"  # adapter.store.engine turns WAL on for every connection
+            upgrade(url)
+            yield url
+            return
+        schema = f"bench_{secrets.token_hex(6)}"
+        self._admin(f'CREATE SCHEMA "{schema}"')
+        try:
+            separator = "&" if "?" in self.postgres_url else "?"
+            url = f"{self.postgres_url}{separator}options=-csearch_path%3D{schema}"
+            upgrade(url)
+            yield url
+        finally:
+            self._admin(f'DROP SCHEMA "{schema}" CASCADE')
+
+    def _admin(self, sql: str) -> None:
+        admin = create_engine(self.postgres_url)
+        try:
+            with admin.begin() as conn:
+                conn.execute(text(sql))
+        finally:
+            admin.dispose()
+
+
+def build_service(url: str, host: str, port: int, batch: int) -> tuple[ImportService, Store, SimulatorPort]:
+    """Wire the service layer as ``adapter.bootstrap.build`` does, with the simulator over TCP."""
+    store = Store.from_url(url)
+    legacy = SimulatorPort.tcp(host, port, timeout=LEGACY_TIMEOUT)
+    ctx = ServiceContext(
+        store=store,
+        legacy=legacy,
+        codec=HandleCodec(secrets.token_bytes(32)),
+        limits=Limits(max_records_per_call=max(batch, Limits().max_records_per_call)),
+    )
+    return ImportService(ctx), store, legacy
+
+
+# --- the two paths ---------------------------------------------------------------------------------
+
+
+def stage(service: ImportService, records: Sequence[Record], batch: int) -> str:
+    """begin + add in batches; returns the handle."""
+    handle = service.begin(PRINCIPAL, "bench").handle
+    for chunk in batches(records, batch):
+        service.add(PRINCIPAL, handle, chunk)
+    return handle
+
+
+def commit_and_verify(service: ImportService, legacy: SimulatorPort, handle: str, expected: int) -> None:
+    result = service.commit(PRINCIPAL, handle)
+    if result.status != "committed":
+        raise RuntimeError(f"durable commit ended {result.status} ({result.error})")
+    verify(legacy, batch_ref_for(result.operation_id), expected)
+
+
+def verify(legacy: SimulatorPort, batch_ref: str, expected: int) -> None:
+    """Ask the legacy system itself (STATUS) that exactly one batch of ``expected`` records landed."""
+    status = legacy.batch_status(batch_ref)
+    counts = [b.record_count for b in status.batches]
+    if counts != [expected]:
+        raise RuntimeError(f"legacy batch {batch_ref} holds {counts}, expected [{expected}]")
+
+
+def run_durable(db: DatabaseFactory, address: Address, records: list[Record], batch: int) -> float:
+    """Seconds for begin + stage + commit through ImportService on a fresh database (setup untimed)."""
+    with db.fresh() as url:
+        service, store, legacy = build_service(url, *address, batch)
+        try:
+            started = time.perf_counter()
+            handle = stage(service, records, batch)
+            result = service.commit(PRINCIPAL, handle)
+            elapsed = time.perf_counter() - started
+            if result.status != "committed":
+                raise RuntimeError(f"durable commit ended {result.status} ({result.error})")
+            verify(legacy, batch_ref_for(result.operation_id), len(records))
+        finally:
+            store.dispose()
+    return elapsed
+
+
+def run_direct(address: Address, records: list[Record], batch: int) -> float:
+    """Seconds for the same import with the simulator's own client: what a user without the kit does."""
+    batch_ref = f"direct-{secrets.token_hex(6)}"
+    started = time.perf_counter()
+    with LegacyClient(*address, timeout=LEGACY_TIMEOUT) as client:
+        client.begin(batch_ref)
+        for chunk in batches(records, batch):
+            client.add_many(chunk)
+        client.commit()
+    elapsed = time.perf_counter() - started
+    verify(SimulatorPort.tcp(*address, timeout=LEGACY_TIMEOUT), batch_ref, len(records))
+    return elapsed
+
+
+# --- overhead mode ---------------------------------------------------------------------------------
+
+
+def overhead(args: argparse.Namespace, db: DatabaseFactory, address: Address) -> dict[str, Any]:
+    """Alternate the paths (and which goes first) so drift in machine load hits both alike."""
+    records = make_records(args.records)
+    run_direct(address, records[: args.batch], args.batch)  # warm-up: imports, sockets, caches
+    durable: list[float] = []
+    direct: list[float] = []
+    for round_no in range(args.repeat):
+        steps = [("durable", durable), ("direct", direct)]
+        for name, times in steps if round_no % 2 == 0 else reversed(steps):
+            if name == "durable":
+                times.append(run_durable(db, address, records, args.batch))
+            else:
+                times.append(run_direct(address, records, args.batch))
+            print(f"  round {round_no + 1}: {name:<7} {times[-1]:7.3f} s", file=sys.stderr)
+    return summarize(args, durable, direct)
+
+
+def summarize(args: argparse.Namespace, durable: list[float], direct: list[float]) -> dict[str, Any]:
+    med_durable, med_direct = statistics.median(durable), statistics.median(direct)
+    return {
+        "mode": "overhead",
+        "db": args.db,
+        "records": args.records,
+        "batch": args.batch,
+        "repeat": args.repeat,
+        "durable_s": [round(t, 4) for t in durable],
+        "direct_s": [round(t, 4) for t in direct],
+        "durable_rps": round(args.records / med_durable),
+        "direct_rps": round(args.records / med_direct),
+        "ratio": round(med_durable / med_direct, 3),
+        "ratio_per_round": [round(a / b, 3) for a, b in zip(durable, direct, strict=True)],
+        "target_ratio": 1.5,
+        "ok": med_durable / med_direct <= 1.5,
+    }
+
+
+def print_overhead(result: dict[str, Any]) -> None:
+    print(f"{'path':<9}{'median s':>10}{'records/s':>12}   runs (s)")
+    for name in ("durable", "direct"):
+        runs = ", ".join(f"{t:.3f}" for t in result[f"{name}_s"])
+        median = statistics.median(result[f"{name}_s"])
+        print(f"{name:<9}{median:>10.3f}{result[f'{name}_rps']:>12,}   {runs}")
+    verdict = "OK" if result["ok"] else "MISSED"
+    print(f"ratio durable/direct (median times): {result['ratio']:.2f}x  (target <= 1.5x: {verdict})")
+
+
+# --- memory mode -----------------------------------------------------------------------------------
+
+
+def rss_kib() -> tuple[int, int]:
+    """(current RSS, peak RSS) in KiB from /proc; the peak equals ru_maxrss."""
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def memory(args: argparse.Namespace, db: DatabaseFactory, address: Address) -> dict[str, Any]:
+    """Peak-RSS rise of one commit of N staged records; then, separately, tracemalloc's peak.
+
+    ru_maxrss is a high-water mark: it never goes down. Staging runs first and finishes, so reading
+    it right before ``commit`` and right after leaves only the commit able to raise it. tracemalloc
+    runs on a second import so its own bookkeeping cannot inflate the RSS figure.
+    """
+    n, batch = args.memory_only, args.batch
+    records = make_records(n)
+    with db.fresh() as url:
+        service, store, legacy = build_service(url, *address, batch)
+        try:
+            handle = stage(service, records, batch)
+            del records  # the caller's copy; the commit must not need it
+            gc.collect()
+            before_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            before_rss, _ = rss_kib()
+            started = time.perf_counter()
+            commit_and_verify(service, legacy, handle, n)
+            commit_s = time.perf_counter() - started
+            after_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            traced_peak = None if args.no_tracemalloc else traced_commit_peak(service, legacy, n, batch)
+        finally:
+            store.dispose()
+    return {
+        "mode": "memory",
+        "db": args.db,
+        "records": n,
+        "batch": batch,
+        "commit_s": round(commit_s, 3),
+        "ru_maxrss_before_kib": before_max,
+        "ru_maxrss_after_kib": after_max,
+        "vmrss_before_commit_kib": before_rss,
+        "peak_rise_mib": round((after_max - before_max) / 1024, 1),
+        "peak_rise_upper_bound_mib": round((after_max - before_rss) / 1024, 1),
+        "tracemalloc_commit_peak_mib": traced_peak,
+        "target_mib": 100,
+        "ok": (after_max - before_rss) / 1024 < 100,
+    }
+
+
+def traced_commit_peak(service: ImportService, legacy: SimulatorPort, n: int, batch: int) -> float:
+    """Peak Python-heap growth (MiB) during the commit of a second, identical import."""
+    handle = stage(service, make_records(n), batch)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        commit_and_verify(service, legacy, handle, n)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return round(peak / (1024 * 1024), 1)
+
+
+def print_memory(result: dict[str, Any]) -> None:
+    print(f"commit of {result['records']:,} staged records ({result['db']}): {result['commit_s']:.2f} s")
+    print(f"  ru_maxrss before commit : {result['ru_maxrss_before_kib']:>10,} KiB")
+    print(f"  ru_maxrss after commit  : {result['ru_maxrss_after_kib']:>10,} KiB")
+    print(f"  VmRSS before commit     : {result['vmrss_before_commit_kib']:>10,} KiB")
+    print(f"  peak rise (hi-water)    : {result['peak_rise_mib']:>10.1f} MiB")
+    bound = result["peak_rise_upper_bound_mib"]
+    print(f"  peak rise upper bound   : {bound:>10.1f} MiB  (ru_maxrss after - VmRSS before)")
+    if result["tracemalloc_commit_peak_mib"] is not None:
+        print(f"  tracemalloc commit peak : {result['tracemalloc_commit_peak_mib']:>10.1f} MiB")
+    print(f"  target < 100 MB: {'OK' if result['ok'] else 'MISSED'}")
+
+
+# --- entry point -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=20_000, help="records per import (overhead mode)")
+    parser.add_argument("--batch", type=int, default=500, help="records per add / add_many call")
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds of both paths")
+    parser.add_argument("--memory-only", type=int, metavar="N", help="stage N records, measure the commit")
+    parser.add_argument("--no-tracemalloc", action="store_true", help="memory mode: skip the traced commit")
+    args = parser.parse_args(argv)
+    if min(args.records, args.batch, args.repeat, args.memory_only or 1) < 1:
+        parser.error("--records, --batch, --repeat and --memory-only must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-core-import-") as tmp:
+        workdir = Path(tmp)
+        db = DatabaseFactory(args.db, workdir, args.postgres_url)
+        with simulator(workdir) as address:
+            if args.memory_only:
+                result = memory(args, db, address)
+                print_memory(result)
+            else:
+                result = overhead(args, db, address)
+                print_overhead(result)
+    result["python"] = platform.python_version()
+    result["date"] = time.strftime("%Y-%m-%d")
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
