@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapter.config import Settings
+from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
-from adapter.legacy.simulator import SimulatorPort
 from adapter.ports.legacy import LegacyPort
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.store import Store
@@ -36,7 +36,9 @@ class Kit:
 
 
 def build_legacy_port(settings: Settings) -> LegacyPort:
-    """The simulator, in-process (``embedded``) or over TCP; replace this to wrap your own system."""
+    """The simulator, in-process (``embedded``) or over TCP; pass ``legacy=`` to ``build`` for your own."""
+    from adapter.legacy.simulator import SimulatorPort  # only the reference port knows the simulator
+
     return SimulatorPort.from_url(
         settings.legacy_url, embedded_db_path=settings.legacy_db, timeout=settings.legacy_timeout_seconds
     )
@@ -45,10 +47,12 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
 def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
     store = store or Store.from_url(settings.database_url)
     legacy = legacy or build_legacy_port(settings)
+    secret = settings.secret_bytes()
     ctx = ServiceContext(
         store=store,
         legacy=legacy,
-        codec=HandleCodec(settings.secret_bytes()),
+        codec=HandleCodec(secret),
+        cursors=CursorCodec(secret),
         limits=Limits(
             max_records_per_call=settings.max_records_per_call, max_record_bytes=settings.max_record_bytes
         ),

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 __all__ = ["ConfigError", "Settings", "load_settings"]
 
@@ -22,18 +24,39 @@ class ConfigError(Exception):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ADAPTER_", extra="ignore")
 
+    @property
+    def local_mode(self) -> bool:
+        """No token file: loopback only, one principal, short-lived handles."""
+        return self.tokens is None
+
     database_url: str = "sqlite:///./adapter.db"
     legacy_url: str = "embedded"
     legacy_db: str = "./legacy_sim.db"
     legacy_timeout_seconds: float = Field(default=10.0, gt=0)
     secret: str | None = None
     secret_file: str = "./adapter.secret"
-    default_ttl_seconds: int = Field(default=3600, ge=10)
+    default_ttl_seconds: int = Field(default=3600, ge=10, le=7 * 24 * 3600)
     max_records_per_call: int = Field(default=1000, ge=1, le=100_000)
     max_record_bytes: int = Field(default=64 * 1024, ge=64)
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
+    # --- the MCP server ---
+    tokens: str | None = None
+    page_size: int = Field(default=50, ge=1, le=1000)
+    confirm_commit: Literal["when-supported", "always", "never"] = "when-supported"
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    local_ttl_seconds: int = Field(default=900, ge=10)
+    confirm_max_rounds: int = Field(default=3, ge=1, le=10)
+    confirm_max_seconds: int = Field(default=600, ge=10)
+
+    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip().startswith("["):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
 
     @field_validator("legacy_url")
     @classmethod
@@ -72,3 +95,5 @@ def load_settings(**overrides: object) -> Settings:
         first = exc.errors()[0]
         name = "ADAPTER_" + str(first["loc"][0]).upper() if first["loc"] else "settings"
         raise ConfigError(f"invalid setting {name}: {first['msg']}") from None
+    except SettingsError as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None

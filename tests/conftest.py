@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import CommitPolicy, ImportService, ServiceContext
@@ -23,6 +24,7 @@ from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 
 POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
+SECRET = secrets.token_bytes(32)
 FAST_RETRIES = CommitPolicy(retry_wait_initial=0.001, retry_wait_max=0.01)
 
 
@@ -95,7 +97,8 @@ def ctx(store: Store, legacy_port: SimulatorPort) -> ServiceContext:
     return ServiceContext(
         store=store,
         legacy=legacy_port,
-        codec=HandleCodec(secrets.token_bytes(32)),
+        codec=HandleCodec(SECRET),
+        cursors=CursorCodec(SECRET),
         commit_policy=FAST_RETRIES,
     )
 

@@ -14,7 +14,6 @@ __all__ = [
     "IdempotencyKeyReused",
     "InvalidRequest",
     "InvalidState",
-    "LegacyUnavailable",
     "LimitExceeded",
     "OperationNotFound",
 ]
@@ -75,9 +74,3 @@ class OperationNotFound(AdapterError):
 
     def __init__(self) -> None:
         super().__init__("no operation with this id or idempotency key")
-
-
-class LegacyUnavailable(AdapterError):
-    """The legacy system could not be reached; nothing was committed, so the call may be retried."""
-
-    code = "legacy_unavailable"

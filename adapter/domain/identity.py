@@ -43,6 +43,10 @@ class HandleCodec:
             raise ValueError("the handle secret must be at least 32 bytes")
         self._key = hmac.new(secret, b"adapter/handle-key/v1", hashlib.sha256).digest()
 
+    def derive_key(self, purpose: bytes) -> bytes:
+        """A separate 32-byte key for another purpose (request state, cursors), from the same secret."""
+        return hmac.new(self._key, b"derive:" + purpose, hashlib.sha256).digest()
+
     def handle_for(self, import_id: str) -> str:
         mac = hmac.new(self._key, b"handle:" + import_id.encode(), hashlib.sha256).digest()[:24]
         return _HANDLE_PREFIX + base64.urlsafe_b64encode(mac).decode().rstrip("=")

@@ -1,7 +1,7 @@
 """Import and operation states, and the transitions the service layer may make.
 
 The transitions are data, not scattered ``if`` statements, so ``docs/state-matrix.md`` and the code
-can be checked against each other (``tests/unit/test_states.py``).
+can be checked against each other (``tests/unit/test_domain.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The reference :class:`~adapter.ports.legacy.LegacyPort`: the kit's adapter for ``legacy_sim``.
 
-This is the only kit module that imports ``legacy_sim``. It wraps either the TCP client
+The core never imports ``legacy_sim``; this module (and the demo) does. It wraps either the TCP client
 (:meth:`SimulatorPort.tcp`) or the in-process client (:meth:`SimulatorPort.in_process`); both satisfy
 ``legacy_sim.client.SimClient`` and raise the same exceptions, which are translated to the port's
 three outcomes in exactly one place, :func:`_translated`:

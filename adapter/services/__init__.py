@@ -15,9 +15,17 @@ from adapter.services.abort import abort_import, compensate_import
 from adapter.services.commit import commit_import
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
 from adapter.services.imports import add_records, begin_import, import_status
+from adapter.services.listing import ImportPage, changed_handles_since, latest_event_id, list_imports
 from adapter.services.operations import operation_status
 
-__all__ = ["CancelToken", "CommitPolicy", "ImportService", "ProgressCallback", "ServiceContext"]
+__all__ = [
+    "CancelToken",
+    "CommitPolicy",
+    "ImportPage",
+    "ImportService",
+    "ProgressCallback",
+    "ServiceContext",
+]
 
 
 class ImportService:
@@ -68,6 +76,15 @@ class ImportService:
         return operation_status(
             self.ctx, principal, operation_id=operation_id, idempotency_key=idempotency_key
         )
+
+    def list_imports(self, principal: Principal, *, cursor: str | None, limit: int) -> ImportPage:
+        return list_imports(self.ctx, principal, cursor=cursor, limit=limit)
+
+    def latest_event_id(self) -> int:
+        return latest_event_id(self.ctx)
+
+    def changed_handles_since(self, last_id: int) -> tuple[int, list[str]]:
+        return changed_handles_since(self.ctx, last_id)
 
     def compensate(self, import_id: str, *, reason: str) -> str:
         """Operator action: VOID the legacy batch of a committed import."""

@@ -90,6 +90,10 @@ class _Run:
     lease_renewed_at: float = field(default_factory=time.monotonic)
 
 
+class StagedRecordsMismatch(Exception):
+    """The store returned a different number of records than the import counts: never commit that."""
+
+
 class _Cancelled(Exception):
     """The caller went away before COMMIT; raised inside the flow, never to callers."""
 
@@ -127,7 +131,9 @@ def _claim(
         state = effective_state(row, ctx.clock())
         reuse: OperationRow | None = None
         if key is not None:
-            existing = uow.operations.by_key(principal.subject, OperationKind.COMMIT.value, key)
+            existing = uow.operations.by_key(
+                principal.tenant, principal.subject, OperationKind.COMMIT.value, key
+            )
             if existing is not None:
                 check_fingerprint(existing, request)
                 if existing.status not in _RETRYABLE or state is not ImportState.OPEN:
@@ -224,6 +230,9 @@ def _execute(
         return _finish_failed(ctx, claim, "legacy_unavailable", exc)
     except LegacyFailed as exc:
         return _finish_failed(ctx, claim, "legacy_rejected", exc)
+    except StagedRecordsMismatch as exc:
+        log.error("commit %s: %s", claim.operation_id, exc)
+        return _finish_failed(ctx, claim, "internal_error", exc)
     except BaseException as exc:
         # A bug or a store failure: record the truth we know, then let it propagate.
         with contextlib.suppress(Exception):
@@ -263,7 +272,7 @@ def _attempt(
         session.begin(claim.batch_ref)
         sent = _replay_records(ctx, claim, run, session, progress, cancel)
         if sent != claim.total:
-            raise LegacyFailed(f"staged {claim.total} records but found {sent}")
+            raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")
         _check_cancel(cancel)  # the last moment the commit can still be stopped
         _set_recovery_point(ctx, claim, "commit_sent")
         run.commit_sent = True
@@ -272,6 +281,11 @@ def _attempt(
         except LegacyTransient:
             run.commit_sent = False  # the system said it did not apply it
             raise
+    except LegacyOutcomeUnknown as exc:
+        if run.commit_sent:
+            raise
+        # Before COMMIT nothing can have been applied: an unknown BEGIN or ADD only lost the session.
+        raise LegacyTransient(str(exc)) from exc
     except (_Cancelled, LegacyTransient, LegacyFailed):
         with contextlib.suppress(LegacyError):
             session.rollback()

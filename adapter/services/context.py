@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
 from adapter.ports.legacy import LegacyPort
@@ -56,6 +57,7 @@ class ServiceContext:
     store: Store
     legacy: LegacyPort
     codec: HandleCodec
+    cursors: CursorCodec
     limits: Limits = field(default_factory=Limits)
     commit_policy: CommitPolicy = field(default_factory=CommitPolicy)
     default_ttl_seconds: int = 3600

@@ -1,6 +1,6 @@
 """Run a one-transaction operation at most once per idempotency key.
 
-``(principal, kind, key)`` is unique in the store. The operation row, the effect and the result are
+``(tenant, principal, kind, key)`` is unique in the store. The operation row, the effect and the result are
 written in one transaction, so either all of them exist or none. A second call with the same key:
 
 * and the same request fingerprint gets the stored result, marked as a replay;
@@ -91,7 +91,7 @@ def run_once(
     def attempt() -> Outcome:
         with ctx.store.unit_of_work() as uow:
             if key is not None:
-                existing = uow.operations.by_key(principal.subject, kind, key)
+                existing = uow.operations.by_key(principal.tenant, principal.subject, kind, key)
                 if existing is not None:
                     check_fingerprint(existing, fingerprint)
                     return Outcome(existing.id, existing.import_id, dict(existing.result or {}), True)

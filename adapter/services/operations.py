@@ -26,7 +26,9 @@ def operation_status(
         if operation_id is not None:
             row = uow.operations.get(operation_id) if isinstance(operation_id, str) else None
         else:
-            row = uow.operations.latest_by_key(principal.subject, validate_key(idempotency_key) or "")
+            row = uow.operations.latest_by_key(
+                principal.tenant, principal.subject, validate_key(idempotency_key) or ""
+            )
         if row is None or row.principal != principal.subject or row.tenant != principal.tenant:
             raise OperationNotFound()
         return to_operation_view(row, uow.events.for_operation(row.id))

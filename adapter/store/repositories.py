@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
@@ -34,6 +35,28 @@ class ImportRepository:
 
     def get(self, import_id: str) -> ImportRow | None:
         return self._session.get(ImportRow, import_id)
+
+    def page_for_owner(
+        self,
+        principal: str,
+        tenant: str,
+        *,
+        as_of: datetime,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[ImportRow]:
+        """The owner's imports, newest first, created at or before ``as_of`` and after ``before``.
+
+        ``as_of`` freezes the list at its first page (no duplicates from inserts); the keyset
+        ``before`` = (created_at, id) of the last row seen keeps deletes from causing gaps.
+        """
+        query = select(ImportRow).where(
+            ImportRow.principal == principal, ImportRow.tenant == tenant, ImportRow.created_at <= as_of
+        )
+        if before is not None:
+            query = query.where(tuple_(ImportRow.created_at, ImportRow.id) < tuple_(*before))
+        query = query.order_by(ImportRow.created_at.desc(), ImportRow.id.desc()).limit(limit)
+        return list(self._session.scalars(query))
 
     def by_digest(self, handle_digest: str) -> ImportRow | None:
         return self._session.scalars(
@@ -86,20 +109,25 @@ class OperationRepository:
     def get(self, operation_id: str) -> OperationRow | None:
         return self._session.get(OperationRow, operation_id)
 
-    def by_key(self, principal: str, kind: str, key: str) -> OperationRow | None:
+    def by_key(self, tenant: str, principal: str, kind: str, key: str) -> OperationRow | None:
         return self._session.scalars(
             select(OperationRow).where(
+                OperationRow.tenant == tenant,
                 OperationRow.principal == principal,
                 OperationRow.kind == kind,
                 OperationRow.idempotency_key == key,
             )
         ).one_or_none()
 
-    def latest_by_key(self, principal: str, key: str) -> OperationRow | None:
+    def latest_by_key(self, tenant: str, principal: str, key: str) -> OperationRow | None:
         """The newest operation of any kind under ``key`` (keys are unique per kind)."""
         return self._session.scalars(
             select(OperationRow)
-            .where(OperationRow.principal == principal, OperationRow.idempotency_key == key)
+            .where(
+                OperationRow.tenant == tenant,
+                OperationRow.principal == principal,
+                OperationRow.idempotency_key == key,
+            )
             .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())
             .limit(1)
         ).one_or_none()
@@ -158,6 +186,9 @@ class EventRepository:
                 select(EventRow).where(EventRow.operation_id == operation_id).order_by(EventRow.id)
             )
         )
+
+    def latest_id(self) -> int:
+        return self._session.scalar(select(func.max(EventRow.id))) or 0
 
     def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
         """Events newer than ``last_id``, oldest first: how subscribers follow changes."""

@@ -136,7 +136,7 @@ class OperationRow(Base):
 
     __mapper_args__ = {"version_id_col": version}
     __table_args__ = (
-        UniqueConstraint("principal", "kind", "idempotency_key"),
+        UniqueConstraint("tenant", "principal", "kind", "idempotency_key"),
         Index("ix_operations_status_lease", "status", "lease_expires_at"),
         Index("ix_operations_import", "import_id", "created_at"),
     )

@@ -75,7 +75,7 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['import_id'], ['imports.id'], name=op.f('fk_operations_import_id_imports'), ondelete='SET NULL'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_operations')),
     sa.UniqueConstraint('batch_ref', name=op.f('uq_operations_batch_ref')),
-    sa.UniqueConstraint('principal', 'kind', 'idempotency_key', name=op.f('uq_operations_principal_kind_idempotency_key'))
+    sa.UniqueConstraint('tenant', 'principal', 'kind', 'idempotency_key', name=op.f('uq_operations_tenant_principal_kind_idempotency_key'))
     )
     with op.batch_alter_table('operations', schema=None) as batch_op:
         batch_op.create_index('ix_operations_import', ['import_id', 'created_at'], unique=False)

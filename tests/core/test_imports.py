@@ -265,3 +265,13 @@ def test_operation_status_by_id_and_key_only_for_its_owner(
         service.operation_status(bob, idempotency_key="ck")
     with pytest.raises(InvalidRequest):
         service.operation_status(alice)
+
+
+def test_the_same_key_is_independent_per_tenant(service: ImportService, alice: Principal) -> None:
+    namesake = Principal(subject=alice.subject, tenant="globex")
+
+    mine = service.begin(alice, "customers", idempotency_key="shared")
+    theirs = service.begin(namesake, "customers", idempotency_key="shared")
+
+    assert mine.handle != theirs.handle
+    assert not theirs.replayed

@@ -1,0 +1,78 @@
+"""The HTTP application: one FastAPI app with the MCP endpoint at ``/mcp`` beside ``/healthz``.
+
+Built by a factory (``create_app``) from an already wired :class:`~adapter.bootstrap.Kit`, so tests
+build as many as they like. The MCP sub-app's own lifespan never runs when mounted, so this app's
+lifespan runs the SDK session manager and the event feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+
+from adapter import __version__
+from adapter.bootstrap import Kit
+from adapter.config import Settings
+from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.mcp.feed import run_event_feed
+from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
+from adapter.entrypoints.mcp.server import McpGateway
+
+__all__ = ["create_app", "transport_security"]
+
+LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Host and Origin allowlists: localhost forms always, plus what the operator configured."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*LOCAL_HOSTS, *settings.allowed_hosts],
+        allowed_origins=[*LOCAL_ORIGINS, *settings.allowed_origins],
+    )
+
+
+def create_app(kit: Kit, *, public_url: str = "http://127.0.0.1:3000") -> FastAPI:
+    settings = kit.settings
+    gateway = McpGateway(kit.service, settings)
+    auth_kwargs: dict[str, object] = {}
+    if not settings.local_mode:
+        assert settings.tokens is not None
+        auth_kwargs = {
+            "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
+            "auth": AuthSettings(issuer_url=public_url, resource_server_url=f"{public_url}/mcp"),
+        }
+    mcp_app = gateway.server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=False,  # SSE responses, so progress and cancellation work
+        stateless_http=True,
+        transport_security=transport_security(settings),
+        **auth_kwargs,  # type: ignore[arg-type]
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            try:
+                yield
+            finally:
+                gateway.close()
+                tasks.cancel_scope.cancel()
+
+    app = FastAPI(title="legacy import adapter", version=__version__, lifespan=lifespan)
+    app.state.gateway = gateway
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is up (it says nothing about the database or the legacy system)."""
+        return {"status": "ok"}
+
+    app.mount("/", ModernEraGuard(mcp_app))
+    return app

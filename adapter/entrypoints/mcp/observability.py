@@ -1,0 +1,112 @@
+"""Request middleware: one structured log line per request, and refusal of the legacy handshake.
+
+The log line carries the request id, method, tool, a hash of the handle (never the handle itself),
+the outcome and the duration. It never carries tokens, arguments, record contents or elicitation
+answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+
+import anyio
+from mcp.server import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, InputRequiredResult
+
+__all__ = ["SUPPORTED_VERSIONS", "ModernOnly", "RequestLog", "hash_handle"]
+
+SUPPORTED_VERSIONS = ["2026-07-28"]
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+log = logging.getLogger("adapter.requests")
+
+
+def hash_handle(handle: object) -> str | None:
+    if not isinstance(handle, str) or not handle:
+        return None
+    return hashlib.sha256(handle.encode()).hexdigest()[:12]
+
+
+def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+    """(tool name, handle hash) of a request, read from its raw params."""
+    params = ctx.params or {}
+    if ctx.method == "tools/call":
+        arguments = params.get("arguments") or {}
+        return params.get("name"), hash_handle(
+            arguments.get("handle") if isinstance(arguments, dict) else None
+        )
+    if ctx.method == "resources/read":
+        uri = params.get("uri")
+        return None, hash_handle(uri.split("://", 1)[-1] if isinstance(uri, str) else None)
+    return None, None
+
+
+def _outcome(result: HandlerResult) -> str:
+    if isinstance(result, InputRequiredResult):
+        return "input_required"
+    if isinstance(result, CallToolResult) and result.is_error:
+        text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
+        return "error:" + text.split(":", 1)[0]
+    return "ok"
+
+
+class RequestLog:
+    """Outermost middleware: times the request and logs how it ended."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.request_id is None:  # a notification
+            return await call_next(ctx)
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            result = await call_next(ctx)
+            outcome = _outcome(result)
+            return result
+        except MCPError as exc:
+            outcome = f"jsonrpc_error:{exc.error.code}"
+            raise
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        except Exception:
+            outcome = "internal_error"
+            raise
+        finally:
+            tool, handle = _subject(ctx)
+            log.info(
+                json.dumps(
+                    {
+                        "event": "mcp.request",
+                        "request_id": ctx.request_id,
+                        "method": ctx.method,
+                        "tool": tool,
+                        "handle": handle,
+                        "outcome": outcome,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    }
+                )
+            )
+
+
+class ModernOnly:
+    """Refuses the legacy ``initialize`` handshake on every transport, naming the supported versions.
+
+    Over HTTP, legacy traffic is already refused before it reaches the server (see
+    ``adapter.entrypoints.http.guard``); this covers stdio.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "initialize":
+            requested = (ctx.params or {}).get("protocolVersion")
+            raise MCPError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                data={"supported": SUPPORTED_VERSIONS, "requested": requested},
+            )
+        return await call_next(ctx)

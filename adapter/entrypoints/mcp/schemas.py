@@ -1,0 +1,154 @@
+"""Tool inputs and outputs: the published contract (inputSchema / outputSchema) of every tool.
+
+Inputs forbid unknown fields so a typo is an error, not a silently ignored argument.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AbortImportIn",
+    "AbortImportOut",
+    "AddRecordIn",
+    "AddRecordOut",
+    "AddRecordsIn",
+    "AddRecordsOut",
+    "BeginImportIn",
+    "BeginImportOut",
+    "CommitImportIn",
+    "CommitImportOut",
+    "GetImportStatusIn",
+    "GetOperationStatusIn",
+    "ImportStatusOut",
+    "OperationStatusOut",
+]
+
+Handle = Field(description="The import handle returned by begin_import.", min_length=1, max_length=100)
+IdempotencyKey = Field(
+    default=None,
+    description="Optional. Retrying with the same key returns the first result instead of acting twice.",
+    min_length=1,
+    max_length=200,
+)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BeginImportIn(_In):
+    target: str = Field(
+        description="Where the records go in the legacy system, e.g. 'customers'.",
+        min_length=1,
+        max_length=200,
+    )
+    idempotency_key: str | None = IdempotencyKey
+    ttl_seconds: int | None = Field(default=None, description="How long the handle stays usable while open.")
+
+
+class BeginImportOut(BaseModel):
+    handle: str
+    status: Literal["open"]
+    target: str
+    expires_at: datetime
+    record_count: int
+    replayed: bool
+
+
+class AddRecordIn(_In):
+    handle: str = Handle
+    record: dict[str, Any] = Field(description="One record: a JSON object.")
+    idempotency_key: str | None = IdempotencyKey
+
+
+class AddRecordOut(BaseModel):
+    handle: str
+    record_count: int
+    replayed: bool
+
+
+class AddRecordsIn(_In):
+    handle: str = Handle
+    records: list[dict[str, Any]] = Field(
+        description="1 to 1000 records, staged in this order.", min_length=1, max_length=1000
+    )
+    idempotency_key: str | None = IdempotencyKey
+
+
+class AddRecordsOut(BaseModel):
+    handle: str
+    accepted: int
+    record_count: int
+    replayed: bool
+
+
+class CommitImportIn(_In):
+    handle: str = Handle
+    idempotency_key: str | None = IdempotencyKey
+
+
+class CommitImportOut(BaseModel):
+    handle: str
+    status: Literal["committed", "in_progress", "outcome_unknown", "cancelled", "declined"]
+    operation_id: str | None
+    legacy_batch_id: str | None
+    record_count: int
+    replayed: bool
+
+
+class AbortImportIn(_In):
+    handle: str = Handle
+
+
+class AbortImportOut(BaseModel):
+    handle: str
+    status: str
+
+
+class GetImportStatusIn(_In):
+    handle: str = Handle
+
+
+class OperationSummaryOut(BaseModel):
+    operation_id: str
+    kind: str
+    status: str
+    created_at: datetime
+
+
+class ImportStatusOut(BaseModel):
+    handle: str
+    import_id: str
+    status: str
+    target: str
+    record_count: int
+    expires_at: datetime
+    operations: list[OperationSummaryOut]
+
+
+class GetOperationStatusIn(_In):
+    operation_id: str | None = Field(
+        default=None, description="The operation id from a tool result.", max_length=64
+    )
+    idempotency_key: str | None = Field(
+        default=None, description="The idempotency key the call used.", max_length=200
+    )
+
+
+class HistoryEntryOut(BaseModel):
+    at: datetime
+    event: str
+    state: str | None
+    detail: dict[str, Any] | None
+
+
+class OperationStatusOut(BaseModel):
+    operation_id: str
+    kind: str
+    status: str
+    result: dict[str, Any] | None
+    history: list[HistoryEntryOut]

@@ -1,0 +1,247 @@
+"""The MCP server: a low-level SDK ``Server`` whose handlers translate to the service layer.
+
+The low-level server is used (not ``MCPServer``) because the kit needs what ``MCPServer`` does not
+offer: paginated ``resources/list`` with signed cursors, per-result cache hints, business errors as
+``isError`` results whose text starts with a stable code, and access control on subscriptions.
+Everything here is per request; nothing is remembered between requests except in the store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server import CacheHint, Server, ServerRequestContext
+from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    InputRequiredResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    TextContent,
+    TextResourceContents,
+)
+from pydantic import ValidationError
+
+from adapter import __version__
+from adapter.config import Settings
+from adapter.domain.cursors import InvalidCursor
+from adapter.domain.errors import AdapterError, HandleNotFound
+from adapter.domain.identity import HandleCodec
+from adapter.entrypoints.mcp.confirm import ConfirmPolicy
+from adapter.entrypoints.mcp.identity import current_principal
+from adapter.entrypoints.mcp.observability import ModernOnly, RequestLog
+from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, run_in_thread
+from adapter.services import ImportService
+
+__all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
+
+SERVER_NAME = "legacy-import-adapter"
+URI_PREFIX = "import://"
+INVALID_PARAMS = -32602
+INSTRUCTIONS = (
+    "Imports into a legacy system are explicit transactions: call begin_import to get a handle, stage "
+    "records with add_record or add_records, then commit_import. Pass an idempotency_key on every call "
+    "you might retry. If a commit reports outcome_unknown, do not commit again: read get_operation_status "
+    "or the import://{handle} resource until it is resolved."
+)
+
+
+def import_uri(handle: str) -> str:
+    return URI_PREFIX + handle
+
+
+def _handle_of(uri: str) -> str | None:
+    if not uri.startswith(URI_PREFIX):
+        return None
+    handle = uri[len(URI_PREFIX) :]
+    return handle if HandleCodec.looks_like_handle(handle) else None
+
+
+def tool_error(code: str, message: str) -> CallToolResult:
+    """A business error as the model sees it: ``isError`` with a stable code before the colon."""
+    return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")], is_error=True)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "arguments"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+class McpGateway:
+    """Builds the MCP server for one process and owns its subscription bus."""
+
+    def __init__(self, service: ImportService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
+        self.bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.bus)
+        ttl = settings.local_ttl_seconds if settings.local_mode else settings.default_ttl_seconds
+        self._default_ttl = ttl
+        self.tools: dict[str, Tool] = {tool.name: tool for tool in build_tools(ttl)}
+        self._confirm = ConfirmPolicy(
+            settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
+        )
+        self.server = self._build()
+
+    def _build(self) -> Server[Any]:
+        server: Server[Any] = Server(
+            SERVER_NAME,
+            version=__version__,
+            title="Legacy import adapter",
+            instructions=INSTRUCTIONS,
+            cache_hints={
+                "server/discover": CacheHint(ttl_ms=3_600_000, scope="public"),
+                "tools/list": CacheHint(ttl_ms=300_000, scope="public"),
+                "resources/templates/list": CacheHint(ttl_ms=300_000, scope="public"),
+            },
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
+            on_read_resource=self.read_resource,
+            on_subscriptions_listen=self.listen,
+        )
+        keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
+        server.middleware.append(RequestLog())
+        server.middleware.append(ModernOnly())
+        server.middleware.append(
+            RequestStateBoundary(
+                RequestStateSecurity(keys=keys, audience=SERVER_NAME), default_audience=SERVER_NAME
+            )
+        )
+        return server
+
+    def _principal(self):
+        return current_principal(auth_required=not self.settings.local_mode)
+
+    # --- tools ---------------------------------------------------------------------------------
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=[tool.definition() for tool in self.tools.values()])
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
+        tool = self.tools.get(params.name)
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        try:
+            args = tool.input_model.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            return tool_error("validation_error", _validation_message(exc))
+        call = Call(self._principal(), self.service, ctx, params, self._confirm, self._default_ttl)
+        try:
+            out = await tool.run(call, args)
+        except AdapterError as exc:
+            return tool_error(exc.code, exc.message)
+        if isinstance(out, InputRequiredResult):
+            return out
+        structured = out.model_dump(mode="json")
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
+        )
+
+    # --- resources -----------------------------------------------------------------------------
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        try:
+            page = await run_in_thread(
+                self.service.list_imports, self._principal(), cursor=cursor, limit=self.settings.page_size
+            )
+        except InvalidCursor:
+            raise MCPError(INVALID_PARAMS, "Invalid cursor") from None
+        resources = [
+            Resource(
+                uri=import_uri(item.handle),
+                name=f"import {item.import_id[:8]} into {item.target}",
+                description=f"{item.status}, {item.record_count} records",
+                mime_type="application/json",
+            )
+            for item in page.items
+        ]
+        return ListResourcesResult(
+            resources=resources, next_cursor=page.next_cursor, ttl_ms=5_000, cache_scope="private"
+        )
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        template = ResourceTemplate(
+            uri_template="import://{handle}",
+            name="import",
+            title="An import and its operations",
+            description="The JSON state of the import with this handle.",
+            mime_type="application/json",
+        )
+        return ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        uri = str(params.uri)
+        handle = _handle_of(uri)
+        try:
+            if handle is None:
+                raise HandleNotFound()
+            view = await run_in_thread(self.service.status, self._principal(), handle)
+        except HandleNotFound:
+            raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri}) from None
+        body = {
+            "handle": view.handle,
+            "import_id": view.import_id,
+            "status": view.status,
+            "target": view.target,
+            "record_count": view.record_count,
+            "legacy_batch_id": view.legacy_batch_id,
+            "expires_at": view.expires_at.isoformat(),
+            "updated_at": view.updated_at.isoformat(),
+            "operations": [
+                {"operation_id": o.operation_id, "kind": o.kind, "status": o.status} for o in view.operations
+            ],
+        }
+        contents = TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(body))
+        return ReadResourceResult(contents=[contents], ttl_ms=0, cache_scope="private")
+
+    # --- subscriptions -------------------------------------------------------------------------
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """Honor resource subscriptions only for the caller's own imports; drop the rest silently."""
+        principal = self._principal()
+        requested = params.notifications.resource_subscriptions or []
+        owned = [uri for uri in requested if await self._owns(principal, uri)]
+        notifications = params.notifications.model_copy(update={"resource_subscriptions": owned or None})
+        return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+
+    async def _owns(self, principal: Any, uri: str) -> bool:
+        handle = _handle_of(uri)
+        if handle is None:
+            return False
+        try:
+            await run_in_thread(self.service.status, principal, handle)
+        except HandleNotFound:
+            return False
+        return True
+
+    def close(self) -> None:
+        self._listen.close()

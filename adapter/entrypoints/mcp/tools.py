@@ -1,0 +1,330 @@
+"""The MCP tools: thin translations between tool arguments and the service layer.
+
+Each tool parses its input (a pydantic model), calls one service function in a worker thread
+(the service layer is synchronous and talks to a database and a legacy system), and maps the result
+to its output model. Business rules live in ``adapter.services``; this module only knows MCP.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server import ServerRequestContext
+from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotations
+from mcp_types import Tool as ToolDefinition
+from pydantic import BaseModel
+
+from adapter.domain.errors import AdapterError
+from adapter.domain.identity import Principal
+from adapter.domain.views import CommitResult
+from adapter.entrypoints.mcp import schemas as s
+from adapter.entrypoints.mcp.confirm import ConfirmPolicy, question, read_answer
+from adapter.services import CancelToken, ImportService
+
+__all__ = ["Call", "Tool", "build_tools", "run_cancellable", "run_in_thread"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One ``tools/call`` request: who asks, the request's MCP context and its raw params."""
+
+    principal: Principal
+    service: ImportService
+    ctx: ServerRequestContext[Any, Any]
+    params: CallToolRequestParams
+    confirm: ConfirmPolicy
+    default_ttl_seconds: int | None
+
+
+ToolFn = Callable[[Call, Any], Awaitable[BaseModel | InputRequiredResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    annotations: ToolAnnotations
+    run: ToolFn
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=self.input_model.model_json_schema(),
+            output_schema=self.output_model.model_json_schema(),
+            annotations=self.annotations,
+        )
+
+
+async def run_in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a short blocking service call off the event loop (a cancellation waits for it to end)."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+async def run_cancellable(fn: Callable[[CancelToken], T]) -> T:
+    """Run a long service call that watches a cancel token.
+
+    If the request is cancelled (the HTTP client went away, or ``notifications/cancelled`` on
+    stdio), the token is set and the request stops waiting at once; the service notices the token
+    before its next irreversible step and records the real outcome itself.
+    """
+    token = CancelToken()
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(fn, token), abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        token.cancel()
+        raise
+
+
+# --- the tools -------------------------------------------------------------------------------------
+
+
+async def begin_import(call: Call, args: s.BeginImportIn) -> s.BeginImportOut:
+    ttl = args.ttl_seconds if args.ttl_seconds is not None else call.default_ttl_seconds
+    result = await run_in_thread(
+        call.service.begin, call.principal, args.target, idempotency_key=args.idempotency_key, ttl_seconds=ttl
+    )
+    return s.BeginImportOut(
+        handle=result.handle,
+        status="open",
+        target=result.target,
+        expires_at=result.expires_at,
+        record_count=result.record_count,
+        replayed=result.replayed,
+    )
+
+
+async def add_record(call: Call, args: s.AddRecordIn) -> s.AddRecordOut:
+    result = await run_in_thread(
+        call.service.add, call.principal, args.handle, [args.record], idempotency_key=args.idempotency_key
+    )
+    return s.AddRecordOut(handle=result.handle, record_count=result.record_count, replayed=result.replayed)
+
+
+async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
+    result = await run_in_thread(
+        call.service.add, call.principal, args.handle, args.records, idempotency_key=args.idempotency_key
+    )
+    return s.AddRecordsOut(
+        handle=result.handle,
+        accepted=result.accepted,
+        record_count=result.record_count,
+        replayed=result.replayed,
+    )
+
+
+async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut | InputRequiredResult:
+    """Confirm (when the policy and the client allow), then commit with progress and cancellation."""
+    key = args.idempotency_key
+    answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
+    if answer is None and call.confirm.should_ask(call.ctx):
+        view = await run_in_thread(call.service.status, call.principal, args.handle)
+        if view.status == "open":
+            return question(_question_text(view.record_count, view.target), None, 1, None)
+    elif answer is not None:
+        if answer.decision == "declined":
+            view = await run_in_thread(call.service.status, call.principal, args.handle)
+            return s.CommitImportOut(
+                handle=args.handle,
+                status="declined",
+                operation_id=None,
+                legacy_batch_id=None,
+                record_count=view.record_count,
+                replayed=False,
+            )
+        if answer.decision == "missing":
+            if answer.round >= call.confirm.max_rounds:
+                raise _ConfirmationMissing()
+            view = await run_in_thread(call.service.status, call.principal, args.handle)
+            return question(
+                _question_text(view.record_count, view.target), answer.nonce, answer.round + 1, answer.started
+            )
+        # Accepted: a final round delivered twice must commit once, so it carries a key of its own.
+        key = key or f"confirmed:{answer.nonce}"
+    result = await _commit_with_progress(call, args.handle, key)
+    return _commit_out(result)
+
+
+class _ConfirmationMissing(AdapterError):
+    code = "validation_error"
+
+    def __init__(self) -> None:
+        super().__init__("the confirmation was not answered; call commit_import again")
+
+
+def _question_text(record_count: int, target: str) -> str:
+    return f"Commit {record_count} staged records into '{target}' in the legacy system?"
+
+
+async def _commit_with_progress(call: Call, handle: str, key: str | None) -> CommitResult:
+    session = call.ctx.session
+
+    def commit(token: CancelToken) -> CommitResult:
+        def progress(sent: int, total: int) -> None:
+            if not token.cancelled:  # after a cancellation nothing more is sent for this request
+                anyio.from_thread.run(session.report_progress, sent, total, f"{sent} of {total} records sent")
+
+        return call.service.commit(
+            call.principal, handle, idempotency_key=key, progress=progress, cancel=token
+        )
+
+    return await run_cancellable(commit)
+
+
+def _commit_out(result: CommitResult) -> s.CommitImportOut:
+    if result.status == "failed":
+        raise _CommitFailed(result.error or "legacy_unavailable")
+    return s.CommitImportOut(
+        handle=result.handle,
+        status=result.status,
+        operation_id=result.operation_id,  # type: ignore[arg-type]
+        legacy_batch_id=result.legacy_batch_id,
+        record_count=result.record_count,
+        replayed=result.replayed,
+    )
+
+
+class _CommitFailed(AdapterError):
+    """COMMIT was never sent, so nothing was applied: a true failure, safe to retry."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        super().__init__(
+            "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
+        )
+
+
+async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
+    result = await run_in_thread(call.service.abort, call.principal, args.handle)
+    return s.AbortImportOut(handle=result.handle, status=result.status)
+
+
+async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportStatusOut:
+    view = await run_in_thread(call.service.status, call.principal, args.handle)
+    return s.ImportStatusOut(
+        handle=view.handle,
+        import_id=view.import_id,
+        status=view.status,
+        target=view.target,
+        record_count=view.record_count,
+        expires_at=view.expires_at,
+        operations=[
+            s.OperationSummaryOut(
+                operation_id=o.operation_id, kind=o.kind, status=o.status, created_at=o.created_at
+            )
+            for o in view.operations
+        ],
+    )
+
+
+async def get_operation_status(call: Call, args: s.GetOperationStatusIn) -> s.OperationStatusOut:
+    view = await run_in_thread(
+        call.service.operation_status,
+        call.principal,
+        operation_id=args.operation_id,
+        idempotency_key=args.idempotency_key,
+    )
+    return s.OperationStatusOut(
+        operation_id=view.operation_id,
+        kind=view.kind,
+        status=view.status,
+        result=view.result,
+        history=[
+            s.HistoryEntryOut(at=h.at, event=h.event, state=h.state, detail=h.detail) for h in view.history
+        ],
+    )
+
+
+def _hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
+    """The tool catalogue. begin_import's description states the handle lifetime in force."""
+    return (
+        Tool(
+            "begin_import",
+            "Begin an import",
+            "Open an import into the legacy system and return its handle. Pass the handle to add_record, "
+            f"add_records and commit_import. The handle expires {handle_ttl_seconds} seconds after begin "
+            "unless ttl_seconds says otherwise; an expired import cannot be committed.",
+            s.BeginImportIn,
+            s.BeginImportOut,
+            _hints(read_only=False, destructive=False, idempotent=False),
+            begin_import,
+        ),
+        Tool(
+            "add_record",
+            "Add one record",
+            "Stage one record (a JSON object) in an open import, after those already staged.",
+            s.AddRecordIn,
+            s.AddRecordOut,
+            _hints(read_only=False, destructive=False, idempotent=False),
+            add_record,
+        ),
+        Tool(
+            "add_records",
+            "Add records",
+            "Stage 1 to 1000 records in an open import, in order, all or none.",
+            s.AddRecordsIn,
+            s.AddRecordsOut,
+            _hints(read_only=False, destructive=False, idempotent=False),
+            add_records,
+        ),
+        Tool(
+            "commit_import",
+            "Commit an import",
+            "Commit every staged record as one batch in the legacy system. May ask the user to confirm. "
+            "Reports progress. A commit whose outcome could not be observed is reported as outcome_unknown "
+            "(never as failed); check it with get_operation_status. Retrying with the same idempotency_key "
+            "never commits twice.",
+            s.CommitImportIn,
+            s.CommitImportOut,
+            _hints(read_only=False, destructive=True, idempotent=True),
+            commit_import,
+        ),
+        Tool(
+            "abort_import",
+            "Abort an import",
+            "Abort an import: drop its staged records, or, if it was committed, void its legacy batch.",
+            s.AbortImportIn,
+            s.AbortImportOut,
+            _hints(read_only=False, destructive=True, idempotent=True),
+            abort_import,
+        ),
+        Tool(
+            "get_import_status",
+            "Import status",
+            "The import's state, record count, expiry and operations.",
+            s.GetImportStatusIn,
+            s.ImportStatusOut,
+            _hints(read_only=True, destructive=False, idempotent=True),
+            get_import_status,
+        ),
+        Tool(
+            "get_operation_status",
+            "Operation status",
+            "The status, result and history of an operation, by operation_id or idempotency_key.",
+            s.GetOperationStatusIn,
+            s.OperationStatusOut,
+            _hints(read_only=True, destructive=False, idempotent=True),
+            get_operation_status,
+        ),
+    )
