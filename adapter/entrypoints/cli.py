@@ -1,4 +1,4 @@
-"""The command line: ``python -m adapter migrate | downgrade | demo``.
+"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | demo``.
 
 Each command parses its arguments, builds the kit from settings and calls the service layer; it owns
 no business rule. Configuration errors print one line and exit 2.
@@ -7,6 +7,7 @@ no business rule. Configuration errors print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -37,6 +38,19 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
     return run_demo(records=args.records)
 
 
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.entrypoints.serve import serve_http
+
+    port = int(os.environ["PORT"]) if os.environ.get("PORT") else args.port
+    return serve_http(settings, args.host, port)
+
+
+def _stdio(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.entrypoints.serve import serve_stdio
+
+    return serve_stdio(settings)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m adapter", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     down = commands.add_parser("downgrade", help="downgrade the database schema")
     down.add_argument("--revision", default="base")
     down.set_defaults(run=_downgrade)
+    serve = commands.add_parser("serve", help="serve MCP over Streamable HTTP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=3000, help="PORT in the environment overrides it")
+    serve.set_defaults(run=_serve)
+    stdio = commands.add_parser("stdio", help="serve MCP over stdio (logs on stderr)")
+    stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="an end-to-end run against the simulator over TCP")
     demo.add_argument("--records", type=int, default=1200)
     demo.set_defaults(run=_demo)
@@ -56,8 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     run: Callable[[Settings, argparse.Namespace], int] = args.run
     try:
-        settings = load_settings()
+        return run(load_settings(), args)
     except ConfigError as exc:
         print(f"adapter: {exc}", file=sys.stderr)
         return 2
-    return run(settings, args)

@@ -42,7 +42,8 @@ class UnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.session.rollback()
+        # close() rolls back anything not committed; unlike rollback() it leaves the loaded
+        # attributes of returned rows readable after the block.
         self.session.close()
 
     def commit(self) -> None:

@@ -12,7 +12,7 @@ from adapter.domain.identity import Principal
 from adapter.services import ImportService
 
 
-def all_pages(service: ImportService, who: Principal, limit: int, between=None) -> list[str]:  # noqa: ANN001
+def all_pages(service: ImportService, who: Principal, limit: int, between=None) -> list[str]:
     seen: list[str] = []
     cursor = None
     while True:

@@ -131,7 +131,7 @@ async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut
     answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
     if answer is None and call.confirm.should_ask(call.ctx):
         view = await run_in_thread(call.service.status, call.principal, args.handle)
-        if view.status == "open":
+        if view.status == "open" and view.record_count > 0:  # else the commit itself explains why not
             return question(_question_text(view.record_count, view.target), None, 1, None)
     elif answer is not None:
         if answer.decision == "declined":

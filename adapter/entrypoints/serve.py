@@ -1,0 +1,80 @@
+"""Running the MCP server: over HTTP (uvicorn) or over stdio.
+
+Logs go to stderr as one JSON line per request (``adapter.requests``). On stdio, stdout carries
+only MCP messages.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from adapter.bootstrap import build
+from adapter.config import ConfigError, Settings
+from adapter.entrypoints.mcp.feed import run_event_feed
+from adapter.entrypoints.mcp.server import McpGateway
+
+__all__ = ["configure_logging", "serve_http", "serve_stdio"]
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s", force=True)
+    for noisy in ("mcp", "httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_http(settings: Settings, host: str, port: int) -> int:
+    import uvicorn
+
+    from adapter.entrypoints.http.app import create_app
+
+    if settings.local_mode and not _is_loopback(host):
+        raise ConfigError(
+            "local mode (ADAPTER_TOKENS not set) serves loopback only; set ADAPTER_TOKENS to bind " + host
+        )
+    configure_logging()
+    kit = build(settings)
+    try:
+        app = create_app(kit, public_url=f"http://{host}:{port}")
+        mode = (
+            f"local mode: no auth, loopback only, handles are bearer secrets valid {settings.local_ttl_seconds}s"
+            if settings.local_mode
+            else "bearer tokens from ADAPTER_TOKENS"
+        )
+        print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+    finally:
+        kit.close()
+    return 0
+
+
+def serve_stdio(settings: Settings) -> int:
+    configure_logging()
+    kit = build(settings)
+    gateway = McpGateway(kit.service, settings)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        gateway.close()
+        kit.close()
+    return 0
