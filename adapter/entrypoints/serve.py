@@ -49,11 +49,9 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
     kit = build(settings)
     try:
         app = create_app(kit, public_url=f"http://{host}:{port}")
-        mode = (
-            f"local mode: no auth, loopback only, handles are bearer secrets valid {settings.local_ttl_seconds}s"
-            if settings.local_mode
-            else "bearer tokens from ADAPTER_TOKENS"
-        )
+        ttl = settings.local_ttl_seconds
+        local = f"local mode: no auth, loopback only, handles are bearer secrets valid {ttl}s"
+        mode = local if settings.local_mode else "bearer tokens from ADAPTER_TOKENS"
         print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
     finally:
