@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test demo lint bench clean
+.PHONY: install test demo serve lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m adapter demo
+
+serve: $(STAMP)
+	$(BIN)/python -m adapter migrate
+	$(BIN)/python -m adapter serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

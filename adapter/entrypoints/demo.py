@@ -1,28 +1,35 @@
-"""``make demo``: a short end-to-end run of the import core against the simulator over TCP.
+"""``make demo``: the kit end to end, over real HTTP with the MCP SDK's own client.
 
-It starts ``python -m legacy_sim serve`` as a separate process on a free port, builds the kit on a
-fresh SQLite database in a temporary folder, and walks through the scenarios the kit exists for:
-handles, idempotent replays, progress, a replayed commit, isolation between principals, an abort,
-a compensation, and a lost reply after COMMIT that is recorded as ``outcome_unknown``. Every step
-checks its own outcome; the demo exits non-zero if one does not hold.
+It starts the legacy simulator as its own process (TCP), serves the kit's FastAPI app with uvicorn on
+a free loopback port, and walks through what the kit exists for, each step checking its outcome:
+stateless calls (a fresh client per step), handles bound to their principal, cacheable discovery,
+idempotent replays, a confirmation (MRTR form elicitation) accepted and one declined, progress, a
+replayed commit, the resource list, an abort that compensates, and a lost reply after COMMIT recorded
+as ``outcome_unknown``. It exits non-zero if a step does not hold.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
 
 from adapter.bootstrap import build
 from adapter.config import load_settings
-from adapter.domain.errors import HandleNotFound
-from adapter.domain.identity import Principal
-from adapter.services import ImportService
+from adapter.entrypoints.http.app import create_app
 from adapter.store.migrate import upgrade
 from legacy_sim.client import LegacyClient
 
@@ -30,7 +37,7 @@ __all__ = ["run_demo"]
 
 
 class DemoFailure(Exception):
-    """A scenario did not behave as the kit promises."""
+    """A step did not behave as the kit promises."""
 
 
 def check(condition: bool, what: str) -> None:
@@ -60,98 +67,178 @@ def legacy_simulator(folder: Path) -> Iterator[tuple[str, int]]:
     )
     try:
         assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        host, port = line.rsplit(" ", 1)[-1].rsplit(":", 1)
+        host, port = process.stdout.readline().strip().rsplit(" ", 1)[-1].rsplit(":", 1)
         yield host, int(port)
     finally:
         process.terminate()
         process.wait(timeout=10)
 
 
-def run_demo(records: int = 1200) -> int:
-    with (
-        tempfile.TemporaryDirectory(prefix="adapter-demo-") as tmp,
-        legacy_simulator(Path(tmp)) as (host, port),
-    ):
-        database = f"sqlite:///{tmp}/adapter.db"
-        upgrade(database)
-        settings = load_settings(
-            database_url=database, legacy_url=f"tcp://{host}:{port}", secret=secrets.token_hex(32)
+@asynccontextmanager
+async def adapter_server(folder: Path, legacy: tuple[str, int], tokens: dict[str, Any]) -> AsyncIterator[str]:
+    database = f"sqlite:///{folder}/adapter.db"
+    upgrade(database)
+    (folder / "tokens.json").write_text(json.dumps(tokens))
+    settings = load_settings(
+        database_url=database,
+        legacy_url=f"tcp://{legacy[0]}:{legacy[1]}",
+        secret=secrets.token_hex(32),
+        tokens=str(folder / "tokens.json"),
+    )
+    kit = build(settings)
+    server = uvicorn.Server(uvicorn.Config(create_app(kit), host="127.0.0.1", port=0, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        await task
+        kit.close()
+
+
+def client(url: str, token: str, **kwargs: Any) -> Client:
+    """A new client per step: the server keeps no session, only what the handle names."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(url, http_client=http), **kwargs)
+
+
+async def accept(ctx: Any, params: Any) -> ElicitResult:
+    print(f"   [user is asked] {params.message} -> yes")
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def decline(ctx: Any, params: Any) -> ElicitResult:
+    print(f"   [user is asked] {params.message} -> no")
+    return ElicitResult(action="decline")
+
+
+async def call(url: str, token: str, tool: str, args: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    progress = kwargs.pop("progress_callback", None)
+    async with client(url, token, **kwargs) as c:
+        result = await c.call_tool(tool, args, progress_callback=progress)
+    if result.is_error:
+        return {"error": result.content[0].text}  # type: ignore[union-attr]
+    return dict(result.structured_content or {})
+
+
+async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total: int) -> None:
+    print("1. discovery is cacheable: tools/list says for how long and for whom")
+    async with client(url, alice) as c:
+        discover = c.session.discover_result
+        tools = await c.session.list_tools()
+        check(
+            tools.cache_scope == "public" and (tools.ttl_ms or 0) > 0,
+            f"tools/list ttlMs={tools.ttl_ms} public",
         )
-        kit = build(settings)
+        check(discover is not None and discover.cache_scope == "public", "server/discover is cacheable too")
+        print(f"   {len(tools.tools)} tools: {', '.join(t.name for t in tools.tools)}")
+
+    print("2. begin_import returns an opaque handle; a replay (same key) returns the same one")
+    begun = await call(url, alice, "begin_import", {"target": "customers", "idempotency_key": "demo-begin"})
+    again = await call(url, alice, "begin_import", {"target": "customers", "idempotency_key": "demo-begin"})
+    handle = begun["handle"]
+    check(again["handle"] == handle and again["replayed"], f"same handle on replay ({handle[:12]}...)")
+
+    print("3. the handle is bound to its principal: bob gets the same answer as for an unknown handle")
+    theirs = await call(url, bob, "get_import_status", {"handle": handle})
+    unknown = await call(url, bob, "get_import_status", {"handle": "imp_" + "x" * 32})
+    check(theirs == unknown and theirs["error"].startswith("handle_not_found:"), theirs["error"])
+
+    print(f"4. stage {total} records in batches (separate requests, any worker could serve them)")
+    rows = [{"customer_id": i, "name": f"Customer {i}"} for i in range(total)]
+    for start in range(0, total, 500):
+        batch = {
+            "handle": handle,
+            "records": rows[start : start + 500],
+            "idempotency_key": f"demo-add-{start}",
+        }
+        await call(url, alice, "add_records", batch)
+    replay = await call(
+        url, alice, "add_records", {"handle": handle, "records": rows[:500], "idempotency_key": "demo-add-0"}
+    )
+    status = await call(url, alice, "get_import_status", {"handle": handle})
+    check(
+        replay["replayed"] and status["record_count"] == total, f"{total} staged; the replay staged nothing"
+    )
+
+    print("5. commit asks the user to confirm (input_required), then reports progress")
+    steps: list[float] = []
+
+    async def on_progress(progress: float, of: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    committed = await call(
+        url,
+        alice,
+        "commit_import",
+        {"handle": handle, "idempotency_key": "demo-commit"},
+        elicitation_callback=accept,
+        progress_callback=on_progress,
+    )
+    print(f"   progress: {', '.join(str(int(s)) for s in steps)} of {total}")
+    check(
+        committed.get("status") == "committed",
+        f"committed as legacy batch {committed.get('legacy_batch_id')}",
+    )
+
+    print("6. a retried commit returns the recorded result; the legacy system holds one batch")
+    retried = await call(url, alice, "commit_import", {"handle": handle, "idempotency_key": "demo-commit"})
+    batches = legacy.status(f"adp-{committed['operation_id']}")["batches"]
+    check(retried["replayed"] and retried["legacy_batch_id"] == committed["legacy_batch_id"], "replayed")
+    check(len(batches) == 1 and batches[0]["record_count"] == total, "exactly one legacy batch")
+
+    print("7. a declined confirmation leaves the import open and commits nothing")
+    other = (await call(url, alice, "begin_import", {"target": "suppliers"}))["handle"]
+    await call(url, alice, "add_record", {"handle": other, "record": {"supplier": 1}})
+    declined = await call(url, alice, "commit_import", {"handle": other}, elicitation_callback=decline)
+    status = await call(url, alice, "get_import_status", {"handle": other})
+    check(declined["status"] == "declined" and status["status"] == "open", "declined; still open")
+
+    print("8. imports are resources: import://{handle}, listed newest first, per principal")
+    async with client(url, alice) as c:
+        listed = await c.session.list_resources()
+        read = await c.read_resource(f"import://{handle}")
+    check(
+        [r.uri for r in listed.resources][:2] == [f"import://{other}", f"import://{handle}"],
+        "alice's two imports",
+    )
+    check(json.loads(read.contents[0].text)["status"] == "committed", "the resource shows the state")  # type: ignore[union-attr]
+
+    print("9. abort of a committed import compensates: the legacy batch is voided")
+    aborted = await call(url, alice, "abort_import", {"handle": handle})
+    check(aborted["status"] == "compensated", "compensated")
+    check(legacy.status(f"adp-{committed['operation_id']}")["batches"][0]["voided"], "legacy batch voided")
+
+    print("10. a reply lost after COMMIT is outcome_unknown, never failed")
+    legacy.faults(drop_after_commit=1.0)
+    lost = await call(url, alice, "commit_import", {"handle": other})
+    legacy.faults(drop_after_commit=0.0)
+    check(lost["status"] == "outcome_unknown", "outcome_unknown")
+    history = await call(url, alice, "get_operation_status", {"operation_id": lost["operation_id"]})
+    print("   history:", ", ".join(entry["event"] for entry in history["history"]))
+    truth = legacy.status(f"adp-{lost['operation_id']}")
+    print(
+        f"   asked directly, the legacy system says committed={truth['committed']}: reconciliation records it"
+    )
+
+
+def run_demo(records: int = 1200) -> int:
+    alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    tokens = {alice: {"principal": "alice", "tenant": "acme"}, bob: {"principal": "bob", "tenant": "acme"}}
+    with tempfile.TemporaryDirectory(prefix="adapter-demo-") as tmp, legacy_simulator(Path(tmp)) as legacy:
+
+        async def main() -> None:
+            async with adapter_server(Path(tmp), legacy, tokens) as url:
+                print(f"legacy simulator over TCP at {legacy[0]}:{legacy[1]}; MCP server at {url}")
+                await scenarios(url, LegacyClient(*legacy, timeout=5.0), alice, bob, records)
+
         try:
-            print(f"legacy simulator over TCP at {host}:{port}; store {database}")
-            _scenarios(kit.service, LegacyClient(host, port, timeout=5.0), records)
+            asyncio.run(main())
         except DemoFailure as exc:
             print(f"FAILED: {exc}", file=sys.stderr)
             return 1
-        finally:
-            kit.close()
-    print("demo finished: every scenario behaved as promised")
+    print("demo finished: every step behaved as promised")
     return 0
-
-
-def _scenarios(service: ImportService, legacy: LegacyClient, total: int) -> None:
-    alice = Principal("alice", "acme")
-    mallory = Principal("mallory", "acme")
-
-    print("1. begin_import returns an opaque handle; a replay returns the same one")
-    begun = service.begin(alice, "customers", idempotency_key="demo-begin")
-    again = service.begin(alice, "customers", idempotency_key="demo-begin")
-    check(again.handle == begun.handle and again.replayed, f"same handle on replay ({begun.handle[:10]}...)")
-    handle = begun.handle
-
-    print(f"2. stage {total} records in batches of 500; a replayed batch is staged once")
-    rows = [{"customer_id": i, "name": f"Customer {i}"} for i in range(total)]
-    for start in range(0, total, 500):
-        service.add(alice, handle, rows[start : start + 500], idempotency_key=f"demo-add-{start}")
-    replay = service.add(alice, handle, rows[0:500], idempotency_key="demo-add-0")
-    staged = service.status(alice, handle).record_count
-    check(
-        replay.replayed and staged == total, f"{staged} records staged; the replay answered its first result"
-    )
-
-    print("3. another principal cannot see or use the handle")
-    try:
-        service.status(mallory, handle)
-        check(False, "mallory was refused")
-    except HandleNotFound as exc:
-        check(True, f"mallory gets '{exc}'")
-
-    print("4. commit replays the records into ONE legacy session, with progress")
-    steps: list[int] = []
-    result = service.commit(
-        alice, handle, idempotency_key="demo-commit", progress=lambda sent, of: steps.append(sent)
-    )
-    print(f"   progress: {', '.join(str(s) for s in steps)} of {total}")
-    check(result.status == "committed", f"committed as legacy batch {result.legacy_batch_id}")
-
-    print("5. a retried commit returns the recorded result; the legacy system holds one batch")
-    retried = service.commit(alice, handle, idempotency_key="demo-commit")
-    status = legacy.status(f"adp-{result.operation_id}")
-    check(
-        retried.replayed and retried.legacy_batch_id == result.legacy_batch_id, "same result, marked replayed"
-    )
-    check(len(status["batches"]) == 1 and status["batches"][0]["record_count"] == total, "exactly one batch")
-
-    print("6. abort of an open import drops its staged records")
-    other = service.begin(alice, "suppliers").handle
-    service.add(alice, other, [{"supplier": 1}])
-    check(service.abort(alice, other).status == "aborted", "aborted")
-
-    print("7. abort of a committed import compensates: the legacy batch is voided once")
-    check(service.abort(alice, handle).status == "compensated", "compensated")
-    check(legacy.status(f"adp-{result.operation_id}")["batches"][0]["voided"], "legacy batch voided")
-
-    print("8. a reply lost after COMMIT is recorded as outcome_unknown, never as failed")
-    lost = service.begin(alice, "orders").handle
-    service.add(alice, lost, [{"order": 1}, {"order": 2}])
-    legacy.faults(drop_after_commit=1.0)
-    unknown = service.commit(alice, lost)
-    legacy.faults(drop_after_commit=0.0)
-    check(unknown.status == "outcome_unknown", "outcome_unknown")
-    history = service.operation_status(alice, operation_id=unknown.operation_id)
-    check(history.recovery_point == "commit_sent", "recovery point commit_sent was recorded before COMMIT")
-    truth = legacy.status(f"adp-{unknown.operation_id}")
-    print(f"   the legacy system says: committed={truth['committed']} (reconciliation will record this)")
-    print("   history:", json.dumps([entry.event for entry in history.history]))

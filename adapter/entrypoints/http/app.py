@@ -46,7 +46,10 @@ def create_app(kit: Kit, *, public_url: str = "http://127.0.0.1:3000") -> FastAP
         assert settings.tokens is not None
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
-            "auth": AuthSettings(issuer_url=public_url, resource_server_url=f"{public_url}/mcp"),
+            # Static tokens name no audience; the token file itself says which server they are for.
+            "auth": AuthSettings(
+                issuer_url=public_url, resource_server_url=f"{public_url}/mcp", validate_token_resource=False
+            ),
         }
     mcp_app = gateway.server.streamable_http_app(
         streamable_http_path="/mcp",
