@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test demo serve lint bench clean
+.PHONY: install test demo serve lint bench clean conformance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,17 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_import.py
+
+# MCP conformance suite (2026-07-28 requirement set) against a fresh server; see conformance/run.py.
+# Node 22, the suite and the Inspector CLI come from the npm registry, pinned by conformance/package-lock.json.
+CONFORMANCE_STAMP := conformance/node_modules/.installed-stamp
+
+$(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
+	cd conformance && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+conformance: $(STAMP) $(CONFORMANCE_STAMP)
+	$(BIN)/python conformance/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -60,6 +60,7 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
             chunk_size=settings.commit_chunk_size,
             max_attempts=settings.commit_max_attempts,
             lease_seconds=settings.lease_seconds,
+            unknown_grace_seconds=settings.unknown_grace_seconds,
         ),
         default_ttl_seconds=settings.default_ttl_seconds,
     )

@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
+    # --- reconciliation and retention ---
+    reconcile_interval_seconds: float = Field(default=5.0, gt=0)
+    unknown_grace_seconds: float = Field(default=30.0, ge=0)
+    retention_days: float = Field(default=7.0, gt=0)
+    purge_batch_size: int = Field(default=500, ge=1, le=100_000)
     # --- the MCP server ---
     tokens: str | None = None
     page_size: int = Field(default=50, ge=1, le=1000)

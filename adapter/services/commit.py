@@ -22,9 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
-from dataclasses import dataclass, field
-from datetime import timedelta
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
@@ -45,6 +44,7 @@ from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
 from adapter.services.imports import validate_key
+from adapter.services.leases import Heartbeat, take_lease
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -80,6 +80,7 @@ class _Claim:
     import_id: str
     batch_ref: str
     total: int
+    ask_first: bool = False
 
 
 @dataclass(slots=True)
@@ -87,11 +88,14 @@ class _Run:
     """What one execution has done so far: decides how an unexpected error is recorded."""
 
     commit_sent: bool = False
-    lease_renewed_at: float = field(default_factory=time.monotonic)
 
 
 class StagedRecordsMismatch(Exception):
     """The store returned a different number of records than the import counts: never commit that."""
+
+
+class _LeaseLost(Exception):
+    """Another worker (a reconciler) took the operation over: this one must not act on it."""
 
 
 class _Cancelled(Exception):
@@ -161,8 +165,7 @@ def _claim(
         operation.status = OperationState.IN_PROGRESS.value
         operation.error = None
         operation.recovery_point = "claimed"
-        operation.lease_owner = ctx.worker_id
-        operation.lease_expires_at = ctx.clock() + timedelta(seconds=ctx.commit_policy.lease_seconds)
+        take_lease(operation, ctx.worker_id, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
         uow.flush()
         uow.events.record(
@@ -181,7 +184,7 @@ def _claim(
         )
         uow.commit()
         assert operation.batch_ref is not None
-        return _Claim(handle, operation.id, row.id, operation.batch_ref, row.record_count)
+        return _Claim(handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None)
 
 
 def _answer(operation: OperationRow, row: ImportRow, handle: str) -> CommitResult:
@@ -217,11 +220,15 @@ def _execute(
         reraise=True,
     )
     try:
-        batch = retrying(lambda: _attempt(ctx, claim, run, progress, cancel))
+        with Heartbeat(ctx, claim.operation_id):
+            batch = retrying(lambda: _attempt(ctx, claim, run, progress, cancel))
     except _Cancelled:
         return _finish(
             ctx, claim, OperationState.CANCELLED, ImportState.OPEN, point="cancelled_before_commit"
         )
+    except _LeaseLost:
+        log.warning("commit %s: lease lost before COMMIT; leaving it to its new owner", claim.operation_id)
+        return _current_answer(ctx, claim)
     except LegacyOutcomeUnknown:
         return _finish(
             ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent"
@@ -267,6 +274,12 @@ def _attempt(
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
     _set_recovery_point(ctx, claim, "replaying", attempt=True)
+    if claim.ask_first:
+        # This operation ran before: never send COMMIT again without asking whether it landed.
+        known = ctx.legacy.batch_status(claim.batch_ref)
+        if known.committed:
+            first = known.batches[0]
+            return CommittedBatch(first.legacy_batch_id, first.record_count)
     session = ctx.legacy.open_session()
     try:
         session.begin(claim.batch_ref)
@@ -286,7 +299,7 @@ def _attempt(
             raise
         # Before COMMIT nothing can have been applied: an unknown BEGIN or ADD only lost the session.
         raise LegacyTransient(str(exc)) from exc
-    except (_Cancelled, LegacyTransient, LegacyFailed):
+    except (_Cancelled, _LeaseLost, LegacyTransient, LegacyFailed):
         with contextlib.suppress(LegacyError):
             session.rollback()
         raise
@@ -302,18 +315,29 @@ def _replay_records(
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
 ) -> int:
-    sent, after = 0, 0
-    while True:
-        _check_cancel(cancel)
+    """Send the staged records in chunks, reading the next chunk while the legacy system works.
+
+    At most two chunks are in memory at once, whatever the size of the import.
+    """
+    size = ctx.commit_policy.chunk_size
+
+    def read(after: int) -> tuple[int, list[dict[str, Any]]]:
         with ctx.store.unit_of_work() as uow:
-            chunk = uow.records.chunk(claim.import_id, after, ctx.commit_policy.chunk_size)
-        if not chunk:
-            return sent
-        session.add([json.loads(data) for _, data in chunk])
-        sent += len(chunk)
-        after = chunk[-1][0]
-        _report(progress, sent, claim.total)
-        _renew_lease_if_due(ctx, claim, run)
+            rows = uow.records.chunk(claim.import_id, after, size)
+        return (rows[-1][0] if rows else after), [json.loads(data) for _, data in rows]
+
+    sent = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead") as reader:
+        pending = reader.submit(read, 0)
+        while True:
+            _check_cancel(cancel)
+            last_seq, records = pending.result()
+            if not records:
+                return sent
+            pending = reader.submit(read, last_seq)
+            session.add(records)
+            sent += len(records)
+            _report(progress, sent, claim.total)
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:
@@ -335,9 +359,13 @@ def _report(progress: ProgressCallback | None, sent: int, total: int) -> None:
 
 
 def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attempt: bool = False) -> None:
+    """Write a recovery point; also the proof that this worker still holds the operation's lease."""
+
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
             operation = _get_operation(uow, claim)
+            if operation.lease_owner != ctx.worker_id or operation.status != OperationState.IN_PROGRESS.value:
+                raise _LeaseLost()
             operation.recovery_point = point
             if attempt:
                 operation.attempts += 1
@@ -363,22 +391,6 @@ def _record_retry(ctx: ServiceContext, claim: _Claim, error: BaseException | Non
             detail={"error": type(error).__name__ if error else None, "retrying": True},
         )
         uow.commit()
-
-
-def _renew_lease_if_due(ctx: ServiceContext, claim: _Claim, run: _Run) -> None:
-    """Heartbeat: extend the lease once a third of it has passed, so a live worker keeps it."""
-    lease = ctx.commit_policy.lease_seconds
-    if time.monotonic() - run.lease_renewed_at < lease / 3:
-        return
-
-    def renew() -> None:
-        with ctx.store.unit_of_work() as uow:
-            operation = _get_operation(uow, claim)
-            operation.lease_expires_at = ctx.clock() + timedelta(seconds=lease)
-            uow.commit()
-
-    retry_on_conflict(renew)
-    run.lease_renewed_at = time.monotonic()
 
 
 def _finish_failed(ctx: ServiceContext, claim: _Claim, code: str, exc: BaseException) -> CommitResult:
@@ -439,6 +451,14 @@ def _finish(
             )
 
     return retry_on_conflict(write)
+
+
+def _current_answer(ctx: ServiceContext, claim: _Claim) -> CommitResult:
+    with ctx.store.unit_of_work() as uow:
+        operation = _get_operation(uow, claim)
+        row = uow.imports.get(claim.import_id)
+        assert row is not None
+        return _answer(operation, row, claim.handle)
 
 
 def _get_operation(uow: UnitOfWork, claim: _Claim) -> OperationRow:

@@ -46,6 +46,9 @@ class CommitPolicy:
     retry_wait_initial: float = 0.05
     retry_wait_max: float = 2.0
     lease_seconds: float = 30.0
+    unknown_grace_seconds: float = 30.0
+    """How long after COMMIT was sent "not committed" may be believed: a slow legacy system can
+    still apply a COMMIT whose reply we stopped waiting for. Keep it above the legacy timeout."""
 
 
 def default_worker_id() -> str:

@@ -69,7 +69,17 @@ class RecordRepository:
         self._session = session
 
     def stage(self, import_id: str, first_seq: int, records: Sequence[str]) -> None:
-        """Insert records at positions ``first_seq, first_seq + 1, ...`` in one statement."""
+        """Insert records at positions ``first_seq, first_seq + 1, ...`` in this transaction.
+
+        On PostgreSQL this uses COPY, several times faster than a multi-row INSERT for large calls.
+        """
+        connection = self._session.connection()
+        if connection.dialect.name == "postgresql":
+            cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            with cursor.copy("COPY staged_records (import_id, seq, data) FROM STDIN") as copy:
+                for offset, record in enumerate(records):
+                    copy.write_row((import_id, first_seq + offset, record))
+            return
         self._session.execute(
             insert(StagedRecordRow),
             [{"import_id": import_id, "seq": first_seq + i, "data": r} for i, r in enumerate(records)],

@@ -18,6 +18,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 __all__ = ["SUPPORTED_VERSIONS", "ModernOnly", "RequestLog", "hash_handle"]
 
@@ -98,11 +99,12 @@ class ModernOnly:
     """Refuses the legacy ``initialize`` handshake on every transport, naming the supported versions.
 
     Over HTTP, legacy traffic is already refused before it reaches the server (see
-    ``adapter.entrypoints.http.guard``); this covers stdio.
+    ``adapter.entrypoints.http.guard``); this covers stdio. An ``initialize`` sent as a 2026-07-28
+    request is not a handshake but a call of a removed method: the SDK answers it -32601 (HTTP 404).
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "initialize":
+        if ctx.method == "initialize" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             requested = (ctx.params or {}).get("protocolVersion")
             raise MCPError(
                 UNSUPPORTED_PROTOCOL_VERSION,

@@ -18,7 +18,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
@@ -106,10 +109,13 @@ class McpGateway:
             cache_hints={
                 "server/discover": CacheHint(ttl_ms=3_600_000, scope="public"),
                 "tools/list": CacheHint(ttl_ms=300_000, scope="public"),
+                "prompts/list": CacheHint(ttl_ms=300_000, scope="public"),
                 "resources/templates/list": CacheHint(ttl_ms=300_000, scope="public"),
             },
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
             on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
@@ -156,6 +162,19 @@ class McpGateway:
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
         )
+
+    # --- prompts -------------------------------------------------------------------------------
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        """No prompts, but an (empty, cacheable) list rather than -32601 for generic clients."""
+        return ListPromptsResult(prompts=[])
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
+    ) -> GetPromptResult:
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
 
     # --- resources -----------------------------------------------------------------------------
 

@@ -1,0 +1,81 @@
+"""Leases: who may act on an operation right now.
+
+An operation that is being worked on carries ``lease_owner`` and ``lease_expires_at``. A worker
+takes a lease only when none is held or the holder's has run out, and renews it while it works (a
+heartbeat thread), so two workers or two reconcilers never act on one operation at once, while the
+operation of a worker that died is taken over within one lease period, not held by a lock that stays.
+The optimistic version column makes taking a lease a compare-and-set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+from types import TracebackType
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
+
+from adapter.services.context import ServiceContext
+from adapter.store.tables import OperationRow
+
+__all__ = ["Heartbeat", "lease_is_free", "take_lease"]
+
+log = logging.getLogger("adapter.leases")
+
+
+def lease_is_free(operation: OperationRow, now: datetime) -> bool:
+    expires = operation.lease_expires_at
+    return operation.lease_owner is None or expires is None or expires <= now
+
+
+def take_lease(operation: OperationRow, owner: str, now: datetime, seconds: float) -> None:
+    operation.lease_owner = owner
+    operation.lease_expires_at = now + timedelta(seconds=seconds)
+
+
+def renew_lease(ctx: ServiceContext, operation_id: str) -> bool:
+    """Extend our lease; False if it is no longer ours (taken over, or released)."""
+    try:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            if operation is None or operation.lease_owner != ctx.worker_id:
+                return False
+            take_lease(operation, ctx.worker_id, ctx.clock(), ctx.commit_policy.lease_seconds)
+            uow.commit()
+            return True
+    except (StaleDataError, IntegrityError):
+        return False
+
+
+class Heartbeat:
+    """Renews a lease every third of its length while a block of work runs."""
+
+    def __init__(self, ctx: ServiceContext, operation_id: str) -> None:
+        self._ctx = ctx
+        self._operation_id = operation_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{operation_id[:8]}", daemon=True)
+        self.lost = False
+
+    def _beat(self) -> None:
+        interval = self._ctx.commit_policy.lease_seconds / 3
+        while not self._stop.wait(interval):
+            try:
+                if not renew_lease(self._ctx, self._operation_id):
+                    self.lost = True
+                    log.warning("lease on operation %s was lost", self._operation_id)
+                    return
+            except Exception:  # the store is briefly unavailable: try again next beat
+                log.warning("lease renewal failed", exc_info=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,212 @@
+"""Reconciliation: turn every unknown outcome into a known, recorded one by asking the legacy system.
+
+Candidates are commit operations in ``outcome_unknown`` and ``in_progress`` ones whose lease ran
+out (their worker died or hung). For each, the reconciler takes the lease (so one reconciler acts),
+asks ``batch_status(batch_ref)``, and records what it learns:
+
+* one batch under the reference: the commit landed; operation ``succeeded``, import ``committed``;
+* several batches: the same work landed twice (it must never happen); ``needs_operator`` with the
+  reason, so a person voids the extra batch;
+* no batch, and COMMIT was never sent (the recovery point says so): nothing landed; operation
+  ``failed`` (``not_committed``), import back to ``open`` so it can be committed again;
+* no batch, but COMMIT was sent: believed only after ``unknown_grace_seconds`` since it was sent,
+  because a slow legacy system may still apply a COMMIT whose reply was lost. Until then the
+  operation is left as it is and asked about again on the next pass.
+
+The reconciler never sends COMMIT. A later commit of the same operation asks first (see
+``commit.py``), so nothing is ever committed twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
+
+from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.ports.legacy import BatchStatus, LegacyError
+from adapter.services.context import ServiceContext
+from adapter.services.idempotency import retry_on_conflict
+from adapter.services.leases import lease_is_free, take_lease
+from adapter.store.tables import OperationRow
+
+__all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
+
+log = logging.getLogger("adapter.reconcile")
+
+_UNRESOLVED = (OperationState.OUTCOME_UNKNOWN.value, OperationState.IN_PROGRESS.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What one reconciliation found and recorded (``status`` is the operation's new status)."""
+
+    operation_id: str
+    import_id: str | None
+    previous: str
+    status: str
+    finding: str
+
+
+def reconcile_pass(ctx: ServiceContext, *, limit: int = 100) -> list[Resolution]:
+    """Resolve what can be resolved now; returns the resolutions made (one line each for the CLI)."""
+    resolutions = []
+    for operation_id in _candidates(ctx, limit):
+        try:
+            resolution = reconcile_operation(ctx, operation_id)
+        except LegacyError as exc:  # the legacy system is unreachable: try again next pass
+            log.info("reconcile %s postponed: %s", operation_id, type(exc).__name__)
+            continue
+        if resolution is not None:
+            resolutions.append(resolution)
+    return resolutions
+
+
+def _candidates(ctx: ServiceContext, limit: int) -> list[str]:
+    now = ctx.clock()
+    with ctx.store.unit_of_work() as uow:
+        query = (
+            select(OperationRow.id)
+            .where(
+                OperationRow.kind == OperationKind.COMMIT.value,
+                or_(
+                    OperationRow.status == OperationState.OUTCOME_UNKNOWN.value,
+                    (OperationRow.status == OperationState.IN_PROGRESS.value)
+                    & or_(OperationRow.lease_expires_at.is_(None), OperationRow.lease_expires_at <= now),
+                ),
+            )
+            .order_by(OperationRow.updated_at)
+            .limit(limit)
+        )
+        return list(uow.session.scalars(query))
+
+
+def reconcile_operation(
+    ctx: ServiceContext, operation_id: str, *, by: str = "reconciler"
+) -> Resolution | None:
+    """Reconcile one operation if it needs it and nobody else holds it. Raises LegacyError."""
+    claimed = _claim(ctx, operation_id)
+    if claimed is None:
+        return None
+    previous, batch_ref, commit_sent_at = claimed
+    try:
+        status = ctx.legacy.batch_status(batch_ref)
+    except BaseException:
+        _release(ctx, operation_id)
+        raise
+    return _record(ctx, operation_id, previous, status, commit_sent_at, by)
+
+
+def _claim(ctx: ServiceContext, operation_id: str) -> tuple[str, str, datetime | None] | None:
+    now = ctx.clock()
+    try:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            if operation is None or operation.status not in _UNRESOLVED or operation.batch_ref is None:
+                return None
+            if not lease_is_free(operation, now):
+                return None
+            previous = operation.status
+            take_lease(operation, ctx.worker_id, now, ctx.commit_policy.lease_seconds)
+            sent_at = _commit_sent_at(uow.events.for_operation(operation_id))
+            uow.commit()
+            return previous, operation.batch_ref, sent_at
+    except (StaleDataError, IntegrityError):
+        return None  # another reconciler or worker got there first
+
+
+def _commit_sent_at(events: list) -> datetime | None:  # type: ignore[type-arg]
+    sent = [
+        e.created_at
+        for e in events
+        if e.kind == "operation.recovery_point" and (e.detail or {}).get("point") == "commit_sent"
+    ]
+    return sent[-1] if sent else None
+
+
+def _release(ctx: ServiceContext, operation_id: str) -> None:
+    def write() -> None:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            if operation is not None and operation.lease_owner == ctx.worker_id:
+                operation.lease_owner = None
+                operation.lease_expires_at = None
+                uow.commit()
+
+    retry_on_conflict(write)
+
+
+def _record(
+    ctx: ServiceContext,
+    operation_id: str,
+    previous: str,
+    status: BatchStatus,
+    commit_sent_at: datetime | None,
+    by: str,
+) -> Resolution | None:
+    now = ctx.clock()
+    grace = timedelta(seconds=ctx.commit_policy.unknown_grace_seconds)
+    if not status.committed and commit_sent_at is not None and now < commit_sent_at + grace:
+        _release(ctx, operation_id)
+        return None  # too early to believe "not committed"
+
+    def write() -> Resolution:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            assert operation is not None and operation.import_id is not None
+            row = uow.imports.get(operation.import_id)
+            assert row is not None
+            finding, op_state, import_state = _decide(status, row.record_count)
+            operation.status = op_state.value
+            operation.lease_owner = None
+            operation.lease_expires_at = None
+            if op_state is OperationState.SUCCEEDED:
+                first = status.batches[0]
+                operation.result = {
+                    "legacy_batch_id": first.legacy_batch_id,
+                    "record_count": first.record_count,
+                }
+                operation.error = None
+                operation.recovery_point = "committed"
+                row.legacy_batch_id = first.legacy_batch_id
+            else:
+                operation.error = {"code": finding, "batches": [b.legacy_batch_id for b in status.batches]}
+            if row.state != import_state.value:
+                transition(row, import_state)
+            detail = {"finding": finding, "batches": len(status.batches), "by": by, "previous": previous}
+            uow.events.record(
+                "operation.reconciled",
+                import_id=row.id,
+                operation_id=operation.id,
+                state=operation.status,
+                detail=detail,
+            )
+            uow.events.record(
+                f"import.{row.state}", import_id=row.id, operation_id=operation.id, state=row.state
+            )
+            uow.commit()
+            return Resolution(operation.id, row.id, previous, operation.status, finding)
+
+    resolution = retry_on_conflict(write)
+    log.info(
+        "reconciled operation %s: %s -> %s (%s)",
+        operation_id,
+        previous,
+        resolution.status,
+        resolution.finding,
+    )
+    return resolution
+
+
+def _decide(status: BatchStatus, staged: int) -> tuple[str, OperationState, ImportState]:
+    if not status.committed:
+        return "not_committed", OperationState.FAILED, ImportState.OPEN
+    if len(status.batches) > 1:
+        return "committed_more_than_once", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
+    if status.batches[0].record_count != staged:
+        return "committed_with_wrong_record_count", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
+    return "committed", OperationState.SUCCEEDED, ImportState.COMMITTED

