@@ -1,4 +1,4 @@
-"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | demo``.
+"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | reconcile | demo``.
 
 Each command parses its arguments, builds the kit from settings and calls the service layer; it owns
 no business rule. Configuration errors print one line and exit 2.
@@ -51,6 +51,29 @@ def _stdio(settings: Settings, args: argparse.Namespace) -> int:
     return serve_stdio(settings)
 
 
+def _reconcile(settings: Settings, args: argparse.Namespace) -> int:
+    """One maintenance pass, then exit, printing what it resolved."""
+    from datetime import timedelta
+
+    from adapter.bootstrap import build
+
+    kit = build(settings)
+    try:
+        retention = timedelta(days=settings.retention_days) if args.purge else None
+        report = kit.service.maintain(retention=retention, purge_batch=settings.purge_batch_size)
+    finally:
+        kit.close()
+    for r in report.resolutions:
+        print(f"operation {r.operation_id} (import {r.import_id}): {r.previous} -> {r.status} ({r.finding})")
+    for state in report.compensations:
+        print(f"compensation resumed: import now {state}")
+    print(
+        f"reconciled {len(report.resolutions)}, compensations resumed {len(report.compensations)}, "
+        f"expired imports closed {report.expired}" + (f", purged {report.purged}" if report.purged else "")
+    )
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m adapter", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     stdio = commands.add_parser("stdio", help="serve MCP over stdio (logs on stderr)")
     stdio.set_defaults(run=_stdio)
+    reconcile = commands.add_parser("reconcile", help="one reconciliation and retention pass, then exit")
+    reconcile.add_argument("--purge", action="store_true", help="also purge finished records past retention")
+    reconcile.set_defaults(run=_reconcile)
     demo = commands.add_parser("demo", help="an end-to-end run against the simulator over TCP")
     demo.add_argument("--records", type=int, default=1200)
     demo.set_defaults(run=_demo)

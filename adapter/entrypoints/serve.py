@@ -15,6 +15,7 @@ from mcp.server.stdio import stdio_server
 
 from adapter.bootstrap import build
 from adapter.config import ConfigError, Settings
+from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.server import McpGateway
 
@@ -67,6 +68,7 @@ def serve_stdio(settings: Settings) -> int:
     async def main() -> None:
         async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
             tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            tasks.start_soon(run_maintenance_loop, kit.service, settings)
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
             tasks.cancel_scope.cancel()
 

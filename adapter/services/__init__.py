@@ -7,6 +7,7 @@ module that owns it, so "where is the commit flow" is answered by ``services/com
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from adapter.domain.identity import Principal
@@ -16,7 +17,9 @@ from adapter.services.commit import commit_import
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
 from adapter.services.imports import add_records, begin_import, import_status
 from adapter.services.listing import ImportPage, changed_handles_since, latest_event_id, list_imports
+from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
+from adapter.services.reconcile import Resolution, reconcile_operation, reconcile_pass
 
 __all__ = [
     "CancelToken",
@@ -85,6 +88,16 @@ class ImportService:
 
     def changed_handles_since(self, last_id: int) -> tuple[int, list[str]]:
         return changed_handles_since(self.ctx, last_id)
+
+    def reconcile(self, operation_id: str | None = None) -> list[Resolution]:
+        """Reconcile one operation, or every candidate when ``operation_id`` is None."""
+        if operation_id is None:
+            return reconcile_pass(self.ctx)
+        resolution = reconcile_operation(self.ctx, operation_id)
+        return [] if resolution is None else [resolution]
+
+    def maintain(self, *, retention: timedelta | None = None, purge_batch: int = 500) -> MaintenanceReport:
+        return run_maintenance(self.ctx, retention=retention, purge_batch=purge_batch)
 
     def compensate(self, import_id: str, *, reason: str) -> str:
         """Operator action: VOID the legacy batch of a committed import."""

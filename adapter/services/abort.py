@@ -9,6 +9,9 @@ failed attempts it stops at ``needs_operator`` with the reason, for a person to 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from sqlalchemy import select
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from adapter.domain.errors import InvalidState
@@ -19,9 +22,9 @@ from adapter.ports.legacy import LegacyError, LegacyTransient
 from adapter.services.access import find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
-from adapter.store.tables import CompensationRow
+from adapter.store.tables import CompensationRow, OperationRow
 
-__all__ = ["abort_import", "compensate_import"]
+__all__ = ["abort_import", "compensate_import", "resume_compensations"]
 
 _FINAL = {ImportState.ABORTED.value, ImportState.COMPENSATED.value}
 
@@ -208,3 +211,25 @@ def _close(
             return row.state
 
     return retry_on_conflict(write)
+
+
+def resume_compensations(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
+    """Finish compensations a crashed worker left in ``compensating`` (not those at needs_operator)."""
+    stale = ctx.clock() - timedelta(seconds=ctx.commit_policy.lease_seconds)
+    with ctx.store.unit_of_work() as uow:
+        import_ids = list(
+            uow.session.scalars(
+                select(OperationRow.import_id)
+                .where(
+                    OperationRow.kind == OperationKind.COMPENSATE.value,
+                    OperationRow.status == OperationState.COMPENSATING.value,
+                    OperationRow.updated_at <= stale,
+                )
+                .limit(limit)
+            )
+        )
+    return [
+        compensate_import(ctx, import_id, reason="resumed after an interruption")
+        for import_id in import_ids
+        if import_id is not None
+    ]

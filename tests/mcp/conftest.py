@@ -147,7 +147,10 @@ def parse_body(response: httpx.Response) -> Any:
                 if "id" in message:
                     final = message
         return final
-    return response.json()
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
 
 
 @dataclass

@@ -18,6 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from adapter import __version__
 from adapter.bootstrap import Kit
 from adapter.config import Settings
+from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.guard import ModernEraGuard
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
@@ -38,7 +39,9 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def create_app(kit: Kit, *, public_url: str = "http://127.0.0.1:3000") -> FastAPI:
+def create_app(
+    kit: Kit, *, public_url: str = "http://127.0.0.1:3000", run_maintenance: bool = True
+) -> FastAPI:
     settings = kit.settings
     gateway = McpGateway(kit.service, settings)
     auth_kwargs: dict[str, object] = {}
@@ -63,6 +66,8 @@ def create_app(kit: Kit, *, public_url: str = "http://127.0.0.1:3000") -> FastAP
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
             tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            if run_maintenance:
+                tasks.start_soon(run_maintenance_loop, kit.service, settings)
             try:
                 yield
             finally:

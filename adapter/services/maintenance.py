@@ -1,0 +1,45 @@
+"""The background work a running kit does on a timer: reconcile, resume, expire, purge.
+
+The server runs :func:`run_maintenance` every ``ADAPTER_RECONCILE_INTERVAL_SECONDS``;
+``python -m adapter reconcile`` runs it once. Every step is safe to run from several workers at
+once (leases and optimistic versions decide who acts).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from adapter.ports.legacy import LegacyError
+from adapter.services.abort import resume_compensations
+from adapter.services.context import ServiceContext
+from adapter.services.reconcile import Resolution, reconcile_pass
+from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
+
+__all__ = ["MaintenanceReport", "run_maintenance"]
+
+log = logging.getLogger("adapter.maintenance")
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    resolutions: list[Resolution] = field(default_factory=list)
+    compensations: list[str] = field(default_factory=list)
+    expired: int = 0
+    purged: PurgeReport | None = None
+
+
+def run_maintenance(
+    ctx: ServiceContext, *, retention: timedelta | None = None, purge_batch: int = 500
+) -> MaintenanceReport:
+    """One pass. ``retention`` None skips the purge (it need not run every few seconds)."""
+    resolutions = reconcile_pass(ctx)
+    try:
+        compensations = resume_compensations(ctx)
+    except LegacyError:
+        log.info("resuming compensations postponed: the legacy system is unavailable")
+        compensations = []
+    expired = expire_open_imports(ctx)
+    purged = purge_finished(ctx, retention=retention, batch=purge_batch) if retention is not None else None
+    return MaintenanceReport(resolutions, compensations, expired, purged)

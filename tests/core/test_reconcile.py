@@ -1,0 +1,260 @@
+"""Reconciliation, leases, compensation and retention, against the simulator over TCP."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+from adapter.domain.errors import HandleExpired
+from adapter.domain.identity import Principal
+from adapter.legacy.simulator import SimulatorPort
+from adapter.services import ImportService
+from adapter.services import abort as abort_flow
+from adapter.services import commit as commit_flow
+from legacy_sim.engine import LegacyEngine
+
+
+def records(n: int) -> list[dict[str, Any]]:
+    return [{"n": i} for i in range(n)]
+
+
+def staged(service: ImportService, who: Principal, n: int = 5) -> str:
+    handle = service.begin(who, "customers").handle
+    service.add(who, handle, records(n))
+    return handle
+
+
+def use_policy(service: ImportService, **changes: Any) -> None:
+    service.ctx.commit_policy = dataclasses.replace(service.ctx.commit_policy, **changes)
+
+
+def events(service: ImportService, operation_id: str, kind: str) -> list[Any]:
+    with service.ctx.store.unit_of_work() as uow:
+        return [e for e in uow.events.for_operation(operation_id) if e.kind == kind]
+
+
+def test_drop_after_commit_is_reconciled_to_committed_with_one_batch(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice)
+    legacy_engine.update_faults(drop_after_commit=1.0)
+    unknown = service.commit(alice, handle, idempotency_key="c1")
+    legacy_engine.update_faults(drop_after_commit=0.0)
+    assert unknown.status == "outcome_unknown"
+
+    [resolution] = service.reconcile()
+
+    assert (resolution.previous, resolution.status, resolution.finding) == (
+        "outcome_unknown",
+        "succeeded",
+        "committed",
+    )
+    [batch] = legacy_engine.committed_batches()
+    view = service.status(alice, handle)
+    assert (view.status, view.legacy_batch_id) == ("committed", batch["legacy_batch_id"])
+    again = service.commit(alice, handle, idempotency_key="c1")
+    assert (again.status, again.legacy_batch_id, again.replayed) == (
+        "committed",
+        batch["legacy_batch_id"],
+        True,
+    )
+    operation = service.operation_status(alice, operation_id=unknown.operation_id)
+    assert [e.detail["finding"] for e in operation.history if e.event == "operation.reconciled"] == [
+        "committed"
+    ]
+    assert service.reconcile() == []
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def test_a_slow_commit_is_not_believed_lost_before_the_grace_period(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, legacy_address: tuple[str, int]
+) -> None:
+    """A COMMIT whose reply timed out may still land: "not committed" is believed only later."""
+    service.ctx.legacy = SimulatorPort.tcp(*legacy_address, timeout=0.3)
+    use_policy(service, unknown_grace_seconds=30.0)
+    handle = staged(service, alice, 3)
+
+    def slow_down_commit(sent: int, total: int) -> None:
+        if sent == total:
+            legacy_engine.update_faults(latency_ms=800)
+
+    unknown = service.commit(alice, handle, progress=slow_down_commit)
+    assert unknown.status == "outcome_unknown"
+    assert service.reconcile() == []  # too early: the legacy system has not answered "committed" yet
+    assert service.status(alice, handle).status == "outcome_unknown"
+
+    legacy_engine.update_faults(latency_ms=0)
+    deadline = time.monotonic() + 10
+    while not legacy_engine.committed_batches() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [resolution] = service.reconcile()
+    assert resolution.status == "succeeded"
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def crash_during_replay(service: ImportService, who: Principal, handle: str, key: str | None = None) -> str:
+    """Leave what a worker killed in the middle of its replay leaves: a claimed operation, no COMMIT."""
+    claim = commit_flow._claim(
+        service.ctx,
+        who,
+        handle,
+        key,
+        commit_flow.fingerprint("commit", {"handle": service.ctx.codec.digest(handle)}),
+    )
+    assert isinstance(claim, commit_flow._Claim)
+    commit_flow._set_recovery_point(service.ctx, claim, "replaying", attempt=True)
+    return claim.operation_id
+
+
+def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice)
+    with freeze_time(service.ctx.clock()) as frozen:
+        operation_id = crash_during_replay(service, alice, handle, key="k")
+        assert service.reconcile() == []  # the lease is still held: the worker may be alive
+        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+
+        [resolution] = service.reconcile()
+
+    assert (resolution.previous, resolution.status, resolution.finding) == (
+        "in_progress",
+        "failed",
+        "not_committed",
+    )
+    assert service.status(alice, handle).status == "open"
+    retried = service.commit(alice, handle, idempotency_key="k")
+    assert (retried.status, retried.operation_id) == ("committed", operation_id)
+    assert service.commit(alice, handle).status == "committed"
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def test_a_retried_operation_asks_before_committing_again(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
+    handle = staged(service, alice)
+    with freeze_time(service.ctx.clock()) as frozen:
+        operation_id = crash_during_replay(service, alice, handle, key="k")
+        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+        service.reconcile()
+    # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
+    late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
+
+    retried = service.commit(alice, handle, idempotency_key="k")
+
+    assert (retried.status, retried.legacy_batch_id) == ("committed", late["legacy_batch_id"])
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def test_two_reconcilers_at_once_act_once(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice)
+    legacy_engine.update_faults(drop_after_commit=1.0)
+    unknown = service.commit(alice, handle)
+    legacy_engine.update_faults(drop_after_commit=0.0, latency_ms=50)
+    other = ImportService(dataclasses.replace(service.ctx, worker_id="second-worker"))
+    results: list[Any] = []
+    barrier = threading.Barrier(2)
+
+    def run(svc: ImportService) -> None:
+        barrier.wait()
+        results.append(svc.reconcile())
+
+    threads = [threading.Thread(target=run, args=(svc,)) for svc in (service, other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert sorted(len(r) for r in results) == [0, 1]
+    assert len(events(service, unknown.operation_id, "operation.reconciled")) == 1
+    assert service.status(alice, handle).status == "committed"
+
+
+def test_a_commit_does_not_send_commit_after_losing_its_lease(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice, 3)
+    stolen = []
+
+    def steal_lease(sent: int, total: int) -> None:
+        with service.ctx.store.unit_of_work() as uow:
+            operation = uow.operations.latest_commit(service.status(alice, handle).import_id)
+            operation.lease_owner = "someone-else"
+            uow.commit()
+        stolen.append(True)
+
+    result = service.commit(alice, handle, progress=steal_lease)
+
+    assert stolen and result.status == "in_progress"
+    assert legacy_engine.committed_batches() == []
+
+
+def test_compensation_resumes_after_an_interruption(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """A crash between writing the compensation record and the VOID leaves it compensating."""
+    handle = staged(service, alice)
+    service.commit(alice, handle)
+    import_id = service.status(alice, handle).import_id
+    abort_flow._start(service.ctx, import_id, "aborted by its owner", alice)  # the first of the two steps
+    assert service.status(alice, handle).status == "compensating"
+
+    with freeze_time(service.ctx.clock() + timedelta(minutes=5)):
+        report = service.maintain()
+
+    assert report.compensations == ["compensated"]
+    assert legacy_engine.committed_batches()[0]["voided"] is True
+
+
+def test_expired_open_imports_are_closed_and_their_records_dropped(
+    service: ImportService, alice: Principal
+) -> None:
+    with freeze_time("2026-06-01 09:00:00") as frozen:
+        handle = service.begin(alice, "customers", ttl_seconds=60).handle
+        service.add(alice, handle, records(4))
+        other = service.begin(alice, "suppliers", ttl_seconds=60).handle
+        frozen.tick(timedelta(seconds=61))
+        service.begin(alice, "fresh")  # not expired: untouched
+
+        report = service.maintain()
+
+        assert report.expired == 2
+        view = service.status(alice, handle)
+        assert view.status == "expired"
+        with service.ctx.store.unit_of_work() as uow:
+            assert uow.records.count(view.import_id) == 0
+        with pytest.raises(HandleExpired):
+            service.add(alice, other, records(1))
+
+
+def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    with freeze_time("2026-06-01 09:00:00") as frozen:
+        done = staged(service, alice)
+        service.commit(alice, done, idempotency_key="old")
+        unknown = staged(service, alice)
+        legacy_engine.update_faults(drop_after_commit=1.0)
+        pending = service.commit(alice, unknown)
+        legacy_engine.update_faults(drop_after_commit=0.0)
+        frozen.tick(timedelta(days=8))
+        legacy_engine.update_faults(error_rate=1.0)  # the unknown outcome cannot be resolved today
+
+        report = service.maintain(retention=timedelta(days=7), purge_batch=2)
+        legacy_engine.update_faults(error_rate=0.0)
+
+        assert report.purged is not None and report.purged.operations >= 3
+        assert report.purged.staged_records == 5
+        # The key's record is gone, so the key could be used again; the unfinished one stays.
+        with service.ctx.store.unit_of_work() as uow:
+            assert uow.operations.get(pending.operation_id) is not None
+            assert uow.operations.by_key(alice.tenant, alice.subject, "commit", "old") is None

@@ -1,0 +1,274 @@
+"""``python -m adapter stdio`` as a host would run it: a subprocess spoken to over stdin/stdout.
+
+Each test starts the real command with ``ADAPTER_*`` settings pointing at a migrated SQLite database
+in ``tmp_path`` and the simulator over TCP (the root conftest's ``legacy_address``). The SDK's own
+client drives it (``Client(StdioServerParameters(...))``); two raw tests check the framing: stdout
+carries nothing but JSON-RPC lines, and a legacy ``initialize`` is refused with -32022.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
+
+from adapter.store.migrate import upgrade
+from legacy_sim.engine import LegacyEngine
+
+pytestmark = pytest.mark.anyio
+
+PROTOCOL_VERSION = "2026-07-28"
+TIMEOUT = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def server_env(tmp_path: Path, legacy_address: tuple[str, int]) -> dict[str, str]:
+    """ADAPTER_* settings for one server process: a fresh migrated SQLite db, the TCP simulator."""
+    db_url = f"sqlite:///{tmp_path / 'adapter.db'}"
+    upgrade(db_url)
+    host, port = legacy_address
+    return {
+        "ADAPTER_DATABASE_URL": db_url,
+        "ADAPTER_LEGACY_URL": f"tcp://{host}:{port}",
+        "ADAPTER_SECRET": secrets.token_hex(32),
+        "ADAPTER_SECRET_FILE": str(tmp_path / "unused.secret"),
+        "ADAPTER_COMMIT_CHUNK_SIZE": "10",  # progress every 10 records
+        "ADAPTER_CONFIRM_COMMIT": "never",  # these tests are about the transport, not confirmation
+    }
+
+
+def stdio_client(env: dict[str, str], cwd: Path) -> Client:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "adapter", "stdio"], env=env, cwd=cwd)
+    return Client(params, cache=None, read_timeout_seconds=TIMEOUT)
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments, **kwargs)
+    assert isinstance(result, CallToolResult)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def records(n: int) -> list[dict[str, Any]]:
+    return [{"n": i, "name": f"customer {i}"} for i in range(n)]
+
+
+async def test_happy_path_begin_add_commit_status(
+    server_env: dict[str, str], tmp_path: Path, legacy_engine: LegacyEngine
+) -> None:
+    async with stdio_client(server_env, tmp_path) as client:
+        assert client.protocol_version == PROTOCOL_VERSION
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"begin_import", "add_records", "commit_import", "get_import_status"} <= names
+
+        begun = await call(client, "begin_import", {"target": "customers"})
+        handle = begun["handle"]
+        assert begun["status"] == "open"
+        added = await call(client, "add_records", {"handle": handle, "records": records(25)})
+        assert (added["accepted"], added["record_count"]) == (25, 25)
+        committed = await call(client, "commit_import", {"handle": handle})
+        assert committed["status"] == "committed"
+        assert committed["record_count"] == 25
+        status = await call(client, "get_import_status", {"handle": handle})
+        assert status["status"] == "committed"
+        assert [op["status"] for op in status["operations"] if op["kind"] == "commit"] == ["succeeded"]
+
+    batches = legacy_engine.committed_batches()
+    assert len(batches) == 1
+    assert str(batches[0]["legacy_batch_id"]) == committed["legacy_batch_id"]
+
+
+async def test_replays_with_the_same_idempotency_key_act_once(
+    server_env: dict[str, str], tmp_path: Path, legacy_engine: LegacyEngine
+) -> None:
+    async with stdio_client(server_env, tmp_path) as client:
+        first = await call(client, "begin_import", {"target": "customers", "idempotency_key": "begin-1"})
+        again = await call(client, "begin_import", {"target": "customers", "idempotency_key": "begin-1"})
+        assert again["handle"] == first["handle"]
+        assert (first["replayed"], again["replayed"]) == (False, True)
+
+        handle = first["handle"]
+        add = {"handle": handle, "records": records(3), "idempotency_key": "add-1"}
+        assert (await call(client, "add_records", add))["record_count"] == 3
+        replay = await call(client, "add_records", add)
+        assert (replay["record_count"], replay["replayed"]) == (3, True)
+
+        commit = {"handle": handle, "idempotency_key": "commit-1"}
+        done = await call(client, "commit_import", commit)
+        replayed = await call(client, "commit_import", commit)
+        assert replayed["replayed"] is True
+        assert replayed["legacy_batch_id"] == done["legacy_batch_id"]
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+async def test_commit_reports_progress(server_env: dict[str, str], tmp_path: Path) -> None:
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    async with stdio_client(server_env, tmp_path) as client:
+        handle = (await call(client, "begin_import", {"target": "customers"}))["handle"]
+        await call(client, "add_records", {"handle": handle, "records": records(35)})
+        committed = await call(client, "commit_import", {"handle": handle}, progress_callback=on_progress)
+        assert committed["status"] == "committed"
+
+    assert seen, "no notifications/progress arrived"
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen)
+    assert seen[-1] == (35, 35)
+    assert all(total == 35 for _, total in seen)
+
+
+async def test_cancelling_a_commit_mid_way_records_cancelled_and_sends_no_batch(
+    server_env: dict[str, str], tmp_path: Path, legacy_engine: LegacyEngine
+) -> None:
+    legacy_engine.update_faults(latency_ms=2)  # ~2 ms per ADD: 400 records take ~0.8 s
+    first_progress = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        first_progress.set()
+
+    async with stdio_client(server_env, tmp_path) as client:
+        handle = (await call(client, "begin_import", {"target": "customers"}))["handle"]
+        await call(client, "add_records", {"handle": handle, "records": records(400)})
+
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tasks:
+
+                async def commit() -> None:
+                    await client.call_tool("commit_import", {"handle": handle}, progress_callback=on_progress)
+                    pytest.fail("the commit finished although it was cancelled")
+
+                tasks.start_soon(commit)
+                await first_progress.wait()
+                tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
+
+        # The server stops at its next check and records the truth; poll until it has.
+        with anyio.fail_after(TIMEOUT):
+            while True:
+                status = await call(client, "get_import_status", {"handle": handle})
+                commits = [op for op in status["operations"] if op["kind"] == "commit"]
+                if commits and commits[-1]["status"] != "in_progress":
+                    break
+                await anyio.sleep(0.05)
+        assert commits[-1]["status"] == "cancelled"
+        assert status["status"] == "open"  # still open: the records can be committed later
+        operation = await call(client, "get_operation_status", {"operation_id": commits[-1]["operation_id"]})
+        assert operation["status"] == "cancelled"
+
+    assert legacy_engine.committed_batches() == []
+
+
+# --- raw framing ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def raw_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, **server_env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "adapter", "stdio"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def send(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+
+
+def read_line(process: subprocess.Popen[bytes], timeout: float = TIMEOUT) -> bytes:
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no line on stdout")
+        ready, _, _ = select.select([process.stdout], [], [], left)
+        if ready:
+            return process.stdout.readline()
+
+
+def modern_meta() -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+
+def test_stdout_carries_only_json_rpc_lines(raw_server: subprocess.Popen[bytes]) -> None:
+    send(
+        raw_server,
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}},
+    )
+    discover = json.loads(read_line(raw_server))
+    assert discover["jsonrpc"] == "2.0"
+    assert discover["id"] == 1
+    assert PROTOCOL_VERSION in discover["result"]["supportedVersions"]
+
+    send(raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}})
+    tools = json.loads(read_line(raw_server))
+    assert tools["id"] == 2
+    assert any(tool["name"] == "begin_import" for tool in tools["result"]["tools"])
+
+    # On end of input the server exits; nothing else may have been written to stdout.
+    assert raw_server.stdin is not None and raw_server.stdout is not None
+    raw_server.stdin.close()
+    assert raw_server.wait(timeout=TIMEOUT) == 0
+    for line in raw_server.stdout.read().splitlines():
+        if line.strip():
+            assert json.loads(line)["jsonrpc"] == "2.0"
+
+
+def test_a_legacy_initialize_is_refused_naming_the_supported_versions(
+    raw_server: subprocess.Popen[bytes],
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "legacy-client", "version": "1.0"},
+        },
+    }
+    send(raw_server, initialize)
+    reply = json.loads(read_line(raw_server))
+    assert reply["id"] == 7
+    assert "result" not in reply
+    assert reply["error"]["code"] == -32022
+    assert reply["error"]["data"]["supported"] == [PROTOCOL_VERSION]
+    assert reply["error"]["data"]["requested"] == "2025-11-25"
