@@ -14,6 +14,7 @@ from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
 from adapter.ports.legacy import LegacyPort
 from adapter.services import CommitPolicy, ImportService, ServiceContext
+from adapter.services.admin import AdminService
 from adapter.store import Store
 
 __all__ = ["Kit", "build", "build_legacy_port"]
@@ -27,6 +28,7 @@ class Kit:
     store: Store
     legacy: LegacyPort
     service: ImportService
+    admin: AdminService
 
     def close(self) -> None:
         self.store.dispose()
@@ -64,4 +66,6 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
         ),
         default_ttl_seconds=settings.default_ttl_seconds,
     )
-    return Kit(settings=settings, store=store, legacy=legacy, service=ImportService(ctx))
+    return Kit(
+        settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)
+    )

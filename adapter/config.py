@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
+    # --- operations (admin API, dashboard) ---
+    admin_token: str | None = Field(default=None, min_length=16)
+    admin_readonly_token: str | None = Field(default=None, min_length=16)
     # --- reconciliation and retention ---
     reconcile_interval_seconds: float = Field(default=5.0, gt=0)
     unknown_grace_seconds: float = Field(default=30.0, ge=0)

@@ -43,6 +43,8 @@ class OperationState(StrEnum):
     COMPENSATING = "compensating"
     COMPENSATED = "compensated"
     NEEDS_OPERATOR = "needs_operator"
+    RESOLVED = "resolved"
+    """An operator looked at a ``needs_operator`` operation and closed it, with a recorded reason."""
 
 
 class OperationKind(StrEnum):
@@ -60,6 +62,7 @@ OPERATION_TERMINAL = frozenset(
         OperationState.CANCELLED,
         OperationState.COMPENSATED,
         OperationState.NEEDS_OPERATOR,
+        OperationState.RESOLVED,
     }
 )
 

@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "AuditRow",
     "Base",
     "CompensationRow",
     "EventRow",
@@ -94,6 +95,7 @@ class ImportRow(Base):
     __table_args__ = (
         Index("ix_imports_owner_created", "tenant", "principal", "created_at", "id"),
         Index("ix_imports_state_expires", "state", "expires_at"),
+        Index("ix_imports_created", "created_at", "id"),
     )
 
 
@@ -139,6 +141,7 @@ class OperationRow(Base):
         UniqueConstraint("tenant", "principal", "kind", "idempotency_key"),
         Index("ix_operations_status_lease", "status", "lease_expires_at"),
         Index("ix_operations_import", "import_id", "created_at"),
+        Index("ix_operations_created", "created_at", "id"),
     )
 
 
@@ -157,6 +160,20 @@ class CompensationRow(Base):
     last_error: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class AuditRow(Base):
+    """Who did what to an operation, when and why: every operator action, whatever its outcome."""
+
+    __tablename__ = "audit_records"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    operation_id: Mapped[str] = mapped_column(String(32), index=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(String(1000))
+    outcome: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class EventRow(Base):

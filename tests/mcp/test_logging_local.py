@@ -37,7 +37,6 @@ async def test_one_log_line_per_request_without_token_handle_or_record_contents(
         await client.call_tool("get_import_status", {"handle": "imp_" + "x" * 43})
 
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "adapter.requests"]
-    print("LINES", *lines, "SENT", sent, sep="\n")
     assert Counter(line["method"] for line in lines) == Counter(method for _, method in sent)
     assert len({line["request_id"] for line in lines}) == len(lines)
     for line in lines:

@@ -18,6 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from adapter import __version__
 from adapter.bootstrap import Kit
 from adapter.config import Settings
+from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.guard import ModernEraGuard
 from adapter.entrypoints.mcp.feed import run_event_feed
@@ -76,6 +77,8 @@ def create_app(
 
     app = FastAPI(title="legacy import adapter", version=__version__, lifespan=lifespan)
     app.state.gateway = gateway
+    app.state.kit = kit
+    app.include_router(admin_router())
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -49,11 +49,18 @@ def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | Non
 
 
 def _outcome(result: HandlerResult) -> str:
-    if isinstance(result, InputRequiredResult):
+    # Inside the middleware chain the handler's result is already the wire dict (the SDK
+    # serializes it before returning through call_next), so read the wire field names.
+    if isinstance(result, InputRequiredResult | CallToolResult):
+        result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if not isinstance(result, dict):
+        return "ok"
+    if result.get("resultType") == "input_required":
         return "input_required"
-    if isinstance(result, CallToolResult) and result.is_error:
-        text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
-        return "error:" + text.split(":", 1)[0]
+    if result.get("isError") is True:
+        content = result.get("content") or [{}]
+        text = content[0].get("text", "") if isinstance(content[0], dict) else ""
+        return "error:" + str(text).split(":", 1)[0]
     return "ok"
 
 

@@ -120,6 +120,9 @@ class McpGateway:
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
             on_subscriptions_listen=self.listen,
+            # Mcp-Param header validation looks the schema up here instead of dispatching an
+            # internal tools/list through the middleware (which logged a second line per call).
+            get_tool_input_schema=self._tool_input_schema,
         )
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
         server.middleware.append(RequestLog())
@@ -135,6 +138,10 @@ class McpGateway:
         return current_principal(auth_required=not self.settings.local_mode)
 
     # --- tools ---------------------------------------------------------------------------------
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self.tools.get(name)
+        return tool.input_model.model_json_schema() if tool is not None else None
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None

@@ -1,0 +1,82 @@
+"""FastAPI dependencies of the admin side: the operator's identity and role, and the services.
+
+Two roles: ``operator`` (ADAPTER_ADMIN_TOKEN, may act) and ``viewer``
+(ADAPTER_ADMIN_READONLY_TOKEN, GET only). The token comes as ``Authorization: Bearer`` or, for the
+dashboard in a browser, as the ``adapter_admin`` cookie set by the login form. No token or a wrong
+one is 401; a viewer acting is 403; with no admin token configured, /admin does not exist (404).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import Depends, HTTPException, Request, status
+
+from adapter.config import Settings
+from adapter.services.admin import AdminService
+
+__all__ = ["COOKIE", "Admin", "Operator", "Viewer", "admin_enabled", "identify"]
+
+COOKIE = "adapter_admin"
+Role = Literal["operator", "viewer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    role: Role
+    actor: str  # what the audit trail records: the role, never the token
+
+
+def admin_enabled(settings: Settings) -> bool:
+    return bool(settings.admin_token or settings.admin_readonly_token)
+
+
+def identify(settings: Settings, token: str | None) -> Identity | None:
+    if not token:
+        return None
+    for role, expected in (("operator", settings.admin_token), ("viewer", settings.admin_readonly_token)):
+        if expected and hmac.compare_digest(expected.encode(), token.encode()):
+            return Identity(role=role, actor=role)  # type: ignore[arg-type]
+    return None
+
+
+def _token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return request.cookies.get(COOKIE)
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.kit.settings  # type: ignore[no-any-return]
+
+
+def _service(request: Request) -> AdminService:
+    return request.app.state.kit.admin  # type: ignore[no-any-return]
+
+
+def require_viewer(request: Request) -> Identity:
+    settings = _settings(request)
+    if not admin_enabled(settings):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
+    identity = identify(settings, _token(request))
+    if identity is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "a valid admin token is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return identity
+
+
+def require_operator(identity: Annotated[Identity, Depends(require_viewer)]) -> Identity:
+    if identity.role != "operator":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "viewers may look but not act")
+    return identity
+
+
+Viewer = Annotated[Identity, Depends(require_viewer)]
+Operator = Annotated[Identity, Depends(require_operator)]
+Admin = Annotated[AdminService, Depends(_service)]
