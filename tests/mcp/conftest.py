@@ -232,9 +232,7 @@ class Running:
         assert schema, f"{name} publishes an outputSchema"
         jsonschema.validate(structured, schema, cls=jsonschema.Draft202012Validator)
 
-    async def stage(
-        self, client: Client, records: list[dict[str, Any]], target: str = "customers"
-    ) -> str:
+    async def stage(self, client: Client, records: list[dict[str, Any]], target: str = "customers") -> str:
         """begin_import + add_records in chunks of 1000; returns the handle."""
         handle = self.structured(await client.call_tool("begin_import", {"target": target}))["handle"]
         for start in range(0, len(records), 1000):

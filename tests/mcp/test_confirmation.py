@@ -51,7 +51,11 @@ async def test_declined_confirmation_leaves_the_import_open_and_the_legacy_syste
         declined = server.structured(await client.call_tool("commit_import", {"handle": handle}))
         status = server.structured(await client.call_tool("get_import_status", {"handle": handle}))
     assert len(asked) == 1
-    assert (declined["status"], declined["operation_id"], declined["legacy_batch_id"]) == ("declined", None, None)
+    assert (declined["status"], declined["operation_id"], declined["legacy_batch_id"]) == (
+        "declined",
+        None,
+        None,
+    )
     assert (status["status"], status["record_count"]) == ("open", 2)
     assert legacy_engine.committed_batches() == []
 
@@ -61,9 +65,7 @@ async def test_tampered_request_state_is_a_jsonrpc_error_and_commits_nothing(
 ) -> None:
     async with server.client(elicitation_callback=answering(ACCEPT, [])) as client:
         handle = await server.stage(client, make_records(2))
-        first = await client.session.call_tool(
-            "commit_import", {"handle": handle}, allow_input_required=True
-        )
+        first = await client.session.call_tool("commit_import", {"handle": handle}, allow_input_required=True)
         assert isinstance(first, InputRequiredResult)
         assert list(first.input_requests or {}) == ["confirm"]
         assert first.request_state
@@ -87,9 +89,7 @@ async def test_final_round_delivered_twice_commits_once_and_the_second_answer_is
     records = make_records(4)
     async with server.client(elicitation_callback=answering(ACCEPT, [])) as client:
         handle = await server.stage(client, records)
-        first = await client.session.call_tool(
-            "commit_import", {"handle": handle}, allow_input_required=True
-        )
+        first = await client.session.call_tool("commit_import", {"handle": handle}, allow_input_required=True)
         assert isinstance(first, InputRequiredResult)
         final_round = {
             "input_responses": {"confirm": ACCEPT},
@@ -127,9 +127,7 @@ async def test_never_confirm_commits_without_asking_even_a_client_with_elicitati
     asked: list[str] = []
     async with server.client(elicitation_callback=answering(ACCEPT, asked)) as client:
         handle = await server.stage(client, make_records(2))
-        first = await client.session.call_tool(
-            "commit_import", {"handle": handle}, allow_input_required=True
-        )
+        first = await client.session.call_tool("commit_import", {"handle": handle}, allow_input_required=True)
     assert not isinstance(first, InputRequiredResult)
     assert server.structured(first)["status"] == "committed"
     assert asked == []

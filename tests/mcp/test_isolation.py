@@ -39,7 +39,10 @@ async def test_another_principals_handle_looks_exactly_like_an_unknown_one(
             assert foreign == unknown, tool
         with pytest.raises(MCPError) as read:
             await bob.read_resource(f"import://{handle}")
-        assert read.value.code == -32602
+        with pytest.raises(MCPError) as read_unknown:
+            await bob.read_resource(f"import://{unknown_handle()}")
+        assert (read.value.code, read.value.message) == (-32602, "Resource not found")
+        assert (read_unknown.value.code, read_unknown.value.message) == (-32602, "Resource not found")
         assert (await bob.list_resources()).resources == []
     async with server.client() as alice:
         status = server.structured(await alice.call_tool("get_import_status", {"handle": handle}))
@@ -124,7 +127,11 @@ async def test_concurrent_principals_with_different_capabilities_never_mix(
     assert isinstance(results["alice_first"], InputRequiredResult), "alice's client can confirm: asked"
     assert len(asked) == 1 and "5 staged records" in asked[0]
     alice_out, bob_out = server.structured(results["alice"]), server.structured(results["bob"])
-    assert (alice_out["handle"], alice_out["status"], alice_out["record_count"]) == (alice_handle, "committed", 5)
+    assert (alice_out["handle"], alice_out["status"], alice_out["record_count"]) == (
+        alice_handle,
+        "committed",
+        5,
+    )
     assert (bob_out["handle"], bob_out["status"], bob_out["record_count"]) == (bob_handle, "committed", 7)
     assert alice_listed == [f"import://{alice_handle}"]
     assert bob_listed == [f"import://{bob_handle}"]

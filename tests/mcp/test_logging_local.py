@@ -7,7 +7,7 @@ import json
 import logging
 import secrets
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -64,7 +64,7 @@ async def test_one_log_line_per_request_without_token_handle_or_record_contents(
 async def test_local_mode_serves_without_a_token_and_states_the_handle_ttl(server: Any) -> None:
     async with server.client(token=None) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        before = datetime.now(timezone.utc)
+        before = datetime.now(UTC)
         begun = server.structured(await client.call_tool("begin_import", {"target": "customers"}))
     assert "777 seconds" in (tools["begin_import"].description or "")
     expires_in = (datetime.fromisoformat(begun["expires_at"]) - before).total_seconds()

@@ -107,7 +107,9 @@ async def test_an_idempotency_key_reused_with_other_arguments_is_an_error_result
         reused = await client.call_tool("begin_import", {"target": "orders", "idempotency_key": "k-begin"})
         assert server.error_text(reused).startswith("idempotency_key_reused:")
 
-        await client.call_tool("add_record", {"handle": handle, "record": {"a": 1}, "idempotency_key": "k-add"})
+        await client.call_tool(
+            "add_record", {"handle": handle, "record": {"a": 1}, "idempotency_key": "k-add"}
+        )
         reused_add = await client.call_tool(
             "add_record", {"handle": handle, "record": {"a": 2}, "idempotency_key": "k-add"}
         )
