@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -36,7 +37,7 @@ class Settings(BaseSettings):
     secret: str | None = None
     secret_file: str = "./adapter.secret"
     default_ttl_seconds: int = Field(default=3600, ge=10, le=7 * 24 * 3600)
-    max_records_per_call: int = Field(default=1000, ge=1, le=100_000)
+    max_records_per_call: int = Field(default=1000, ge=1, le=1000)
     max_record_bytes: int = Field(default=64 * 1024, ge=64)
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
@@ -90,10 +91,19 @@ class Settings(BaseSettings):
             return self.secret.encode()
         path = Path(self.secret_file)
         if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32))
-        return path.read_text().strip().encode()
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process created it first: use theirs
+                pass
+            else:
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(secrets.token_hex(32))
+        for _ in range(50):  # the creator may still be writing it
+            text = path.read_text().strip()
+            if len(text) >= 64:
+                return text.encode()
+            time.sleep(0.01)
+        raise ConfigError(f"invalid setting ADAPTER_SECRET_FILE: {path} holds no usable secret")
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -47,7 +47,7 @@ class CommitResult:
 
     handle: str
     status: str
-    operation_id: str
+    operation_id: str | None
     legacy_batch_id: str | None
     record_count: int
     replayed: bool

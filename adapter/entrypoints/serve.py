@@ -61,6 +61,9 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
 
 
 def serve_stdio(settings: Settings) -> int:
+    """Serve one host over stdio. The host started this process, so it is the one local principal;
+    bearer tokens belong to HTTP and are ignored here."""
+    settings = settings.model_copy(update={"tokens": None})
     configure_logging()
     kit = build(settings)
     gateway = McpGateway(kit.service, settings)

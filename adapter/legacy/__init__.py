@@ -1,5 +1,5 @@
-"""Concrete legacy ports. ``SimulatorPort`` is the reference implementation (for ``legacy_sim``)."""
+"""Concrete legacy ports. ``simulator.SimulatorPort`` is the reference implementation (for ``legacy_sim``).
 
-from adapter.legacy.simulator import SimulatorPort, SimulatorSession, parse_legacy_url
-
-__all__ = ["SimulatorPort", "SimulatorSession", "parse_legacy_url"]
+Nothing is imported here on purpose: importing ``adapter.legacy`` must not load the simulator for a
+deployment that wraps its own system.
+"""

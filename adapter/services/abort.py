@@ -90,7 +90,8 @@ def _start(ctx: ServiceContext, import_id: str, reason: str, principal: Principa
             raise InvalidState(f"an import that is {row.state} has no committed batch to compensate")
         if existing is not None:
             return existing.id
-        assert row.legacy_batch_id is not None
+        if row.legacy_batch_id is None:
+            raise InvalidState("the import records no legacy batch to void")
         owner = principal or Principal(subject=row.principal, tenant=row.tenant)
         operation = new_operation(
             owner,

@@ -44,7 +44,7 @@ from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
 from adapter.services.imports import validate_key
-from adapter.services.leases import Heartbeat, take_lease
+from adapter.services.leases import Heartbeat, new_lease_owner, take_lease
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -81,6 +81,7 @@ class _Claim:
     batch_ref: str
     total: int
     ask_first: bool = False
+    lease_owner: str = ""  # this run's own lease owner (see leases.new_lease_owner)
 
 
 @dataclass(slots=True)
@@ -147,7 +148,8 @@ def _claim(
             raise HandleExpired()
         if state in (ImportState.COMMITTED, ImportState.COMMITTING, ImportState.OUTCOME_UNKNOWN):
             latest = uow.operations.latest_commit(row.id)
-            assert latest is not None, "a committing or committed import always has a commit operation"
+            if latest is None:  # its operations were purged after the retention period
+                return _answer_from_import(row, handle)
             return _answer(latest, row, handle)
         if state is not ImportState.OPEN:
             raise InvalidState(f"an import that is {state.value} cannot be committed")
@@ -165,7 +167,8 @@ def _claim(
         operation.status = OperationState.IN_PROGRESS.value
         operation.error = None
         operation.recovery_point = "claimed"
-        take_lease(operation, ctx.worker_id, ctx.clock(), ctx.commit_policy.lease_seconds)
+        owner = new_lease_owner(ctx)
+        take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
         uow.flush()
         uow.events.record(
@@ -184,11 +187,20 @@ def _claim(
         )
         uow.commit()
         assert operation.batch_ref is not None
-        return _Claim(handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None)
+        return _Claim(
+            handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None, owner
+        )
+
+
+def _answer_from_import(row: ImportRow, handle: str) -> CommitResult:
+    status = "committed" if row.state == ImportState.COMMITTED.value else "outcome_unknown"
+    return CommitResult(handle, status, None, row.legacy_batch_id, row.record_count, replayed=True)
 
 
 def _answer(operation: OperationRow, row: ImportRow, handle: str) -> CommitResult:
     """Answer a commit request from the record of an earlier one (a replay)."""
+    if operation.status == OperationState.RESOLVED.value:  # an operator closed it: the import says how
+        return _answer_from_import(row, handle)
     result = operation.result or {}
     error = operation.error or {}
     return CommitResult(
@@ -220,7 +232,7 @@ def _execute(
         reraise=True,
     )
     try:
-        with Heartbeat(ctx, claim.operation_id):
+        with Heartbeat(ctx, claim.operation_id, claim.lease_owner):
             batch = retrying(lambda: _attempt(ctx, claim, run, progress, cancel))
     except _Cancelled:
         return _finish(
@@ -364,7 +376,10 @@ def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attem
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
             operation = _get_operation(uow, claim)
-            if operation.lease_owner != ctx.worker_id or operation.status != OperationState.IN_PROGRESS.value:
+            if (
+                operation.lease_owner != claim.lease_owner
+                or operation.status != OperationState.IN_PROGRESS.value
+            ):
                 raise _LeaseLost()
             operation.recovery_point = point
             if attempt:
@@ -416,6 +431,10 @@ def _finish(
             operation = _get_operation(uow, claim)
             row = uow.imports.get(claim.import_id)
             assert row is not None
+            if operation.status != OperationState.IN_PROGRESS.value:
+                # A reconciler took over and already recorded the outcome (it asked the legacy
+                # system): answer from that record rather than fail on an import state it changed.
+                return _answer(operation, row, claim.handle)
             operation.status = status.value
             operation.recovery_point = point
             operation.result = result

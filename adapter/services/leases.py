@@ -10,6 +10,7 @@ The optimistic version column makes taking a lease a compare-and-set.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -20,9 +21,19 @@ from sqlalchemy.orm.exc import StaleDataError
 from adapter.services.context import ServiceContext
 from adapter.store.tables import OperationRow
 
-__all__ = ["Heartbeat", "lease_is_free", "take_lease"]
+__all__ = ["Heartbeat", "lease_is_free", "new_lease_owner", "take_lease"]
 
 log = logging.getLogger("adapter.leases")
+
+
+def new_lease_owner(ctx: ServiceContext) -> str:
+    """A lease owner for ONE piece of work (a commit run, a reconciliation), not for the process.
+
+    A server reconciles in the same process (same ``worker_id``) as the commits it may take over; if
+    the owner were only the process, a commit whose lease was taken over would still find its own
+    name on the lease and go on to send COMMIT.
+    """
+    return f"{ctx.worker_id}/{secrets.token_hex(4)}"
 
 
 def lease_is_free(operation: OperationRow, now: datetime) -> bool:
@@ -35,14 +46,15 @@ def take_lease(operation: OperationRow, owner: str, now: datetime, seconds: floa
     operation.lease_expires_at = now + timedelta(seconds=seconds)
 
 
-def renew_lease(ctx: ServiceContext, operation_id: str) -> bool:
+def renew_lease(ctx: ServiceContext, operation_id: str, owner: str | None = None) -> bool:
     """Extend our lease; False if it is no longer ours (taken over, or released)."""
+    owner = owner or ctx.worker_id
     try:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
-            if operation is None or operation.lease_owner != ctx.worker_id:
+            if operation is None or operation.lease_owner != owner:
                 return False
-            take_lease(operation, ctx.worker_id, ctx.clock(), ctx.commit_policy.lease_seconds)
+            take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
             uow.commit()
             return True
     except (StaleDataError, IntegrityError):
@@ -52,9 +64,10 @@ def renew_lease(ctx: ServiceContext, operation_id: str) -> bool:
 class Heartbeat:
     """Renews a lease every third of its length while a block of work runs."""
 
-    def __init__(self, ctx: ServiceContext, operation_id: str) -> None:
+    def __init__(self, ctx: ServiceContext, operation_id: str, owner: str | None = None) -> None:
         self._ctx = ctx
         self._operation_id = operation_id
+        self._owner = owner or ctx.worker_id
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{operation_id[:8]}", daemon=True)
         self.lost = False
@@ -63,7 +76,7 @@ class Heartbeat:
         interval = self._ctx.commit_policy.lease_seconds / 3
         while not self._stop.wait(interval):
             try:
-                if not renew_lease(self._ctx, self._operation_id):
+                if not renew_lease(self._ctx, self._operation_id, self._owner):
                     self.lost = True
                     log.warning("lease on operation %s was lost", self._operation_id)
                     return

@@ -31,7 +31,7 @@ from adapter.domain.states import ImportState, OperationKind, OperationState, tr
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.services.leases import lease_is_free, take_lease
+from adapter.services.leases import lease_is_free, new_lease_owner, take_lease
 from adapter.store.tables import OperationRow
 
 __all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
@@ -89,19 +89,20 @@ def reconcile_operation(
     ctx: ServiceContext, operation_id: str, *, by: str = "reconciler"
 ) -> Resolution | None:
     """Reconcile one operation if it needs it and nobody else holds it. Raises LegacyError."""
-    claimed = _claim(ctx, operation_id)
+    owner = new_lease_owner(ctx)
+    claimed = _claim(ctx, operation_id, owner)
     if claimed is None:
         return None
     previous, batch_ref, commit_sent_at = claimed
     try:
         status = ctx.legacy.batch_status(batch_ref)
     except BaseException:
-        _release(ctx, operation_id)
+        _release(ctx, operation_id, owner)
         raise
-    return _record(ctx, operation_id, previous, status, commit_sent_at, by)
+    return _record(ctx, operation_id, owner, previous, status, commit_sent_at, by)
 
 
-def _claim(ctx: ServiceContext, operation_id: str) -> tuple[str, str, datetime | None] | None:
+def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str, datetime | None] | None:
     now = ctx.clock()
     try:
         with ctx.store.unit_of_work() as uow:
@@ -111,7 +112,7 @@ def _claim(ctx: ServiceContext, operation_id: str) -> tuple[str, str, datetime |
             if not lease_is_free(operation, now):
                 return None
             previous = operation.status
-            take_lease(operation, ctx.worker_id, now, ctx.commit_policy.lease_seconds)
+            take_lease(operation, owner, now, ctx.commit_policy.lease_seconds)
             sent_at = _commit_sent_at(uow.events.for_operation(operation_id))
             uow.commit()
             return previous, operation.batch_ref, sent_at
@@ -128,11 +129,11 @@ def _commit_sent_at(events: list) -> datetime | None:  # type: ignore[type-arg]
     return sent[-1] if sent else None
 
 
-def _release(ctx: ServiceContext, operation_id: str) -> None:
+def _release(ctx: ServiceContext, operation_id: str, owner: str) -> None:
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
-            if operation is not None and operation.lease_owner == ctx.worker_id:
+            if operation is not None and operation.lease_owner == owner:
                 operation.lease_owner = None
                 operation.lease_expires_at = None
                 uow.commit()
@@ -143,6 +144,7 @@ def _release(ctx: ServiceContext, operation_id: str) -> None:
 def _record(
     ctx: ServiceContext,
     operation_id: str,
+    owner: str,
     previous: str,
     status: BatchStatus,
     commit_sent_at: datetime | None,
@@ -151,13 +153,15 @@ def _record(
     now = ctx.clock()
     grace = timedelta(seconds=ctx.commit_policy.unknown_grace_seconds)
     if not status.committed and commit_sent_at is not None and now < commit_sent_at + grace:
-        _release(ctx, operation_id)
+        _release(ctx, operation_id, owner)
         return None  # too early to believe "not committed"
 
-    def write() -> Resolution:
+    def write() -> Resolution | None:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
             assert operation is not None and operation.import_id is not None
+            if operation.lease_owner != owner or operation.status not in _UNRESOLVED:
+                return None  # the commit finished (or someone else acted) meanwhile: its record stands
             row = uow.imports.get(operation.import_id)
             assert row is not None
             finding, op_state, import_state = _decide(status, row.record_count)
@@ -175,6 +179,8 @@ def _record(
                 row.legacy_batch_id = first.legacy_batch_id
             else:
                 operation.error = {"code": finding, "batches": [b.legacy_batch_id for b in status.batches]}
+                if status.committed:  # it did land: the import names its (first) batch for the operator
+                    row.legacy_batch_id = status.batches[0].legacy_batch_id
             if row.state != import_state.value:
                 transition(row, import_state)
             detail = {"finding": finding, "batches": len(status.batches), "by": by, "previous": previous}
@@ -192,6 +198,8 @@ def _record(
             return Resolution(operation.id, row.id, previous, operation.status, finding)
 
     resolution = retry_on_conflict(write)
+    if resolution is None:
+        return None
     log.info(
         "reconciled operation %s: %s -> %s (%s)",
         operation_id,

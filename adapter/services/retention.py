@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, exists, select
 
 from adapter.domain.states import ImportState, OperationState, transition
 from adapter.services.context import ServiceContext
@@ -28,6 +28,7 @@ _FINISHED_OPERATIONS = (
     OperationState.FAILED.value,
     OperationState.CANCELLED.value,
     OperationState.COMPENSATED.value,
+    OperationState.RESOLVED.value,
 )
 _FINAL_IMPORTS = (ImportState.ABORTED.value, ImportState.EXPIRED.value, ImportState.COMPENSATED.value)
 
@@ -83,7 +84,13 @@ def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 50
     )
     imports = _purge(
         ctx,
-        select(ImportRow.id).where(ImportRow.state.in_(_FINAL_IMPORTS), ImportRow.updated_at < cutoff),
+        select(ImportRow.id).where(
+            ImportRow.state.in_(_FINAL_IMPORTS),
+            ImportRow.updated_at < cutoff,
+            ~exists().where(
+                OperationRow.import_id == ImportRow.id, OperationRow.status.not_in(_FINISHED_OPERATIONS)
+            ),
+        ),
         ImportRow.id,
         batch,
     )
