@@ -7,6 +7,7 @@ caller cannot probe which handles exist.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from adapter.domain.errors import HandleExpired, HandleNotFound
 from adapter.domain.identity import HandleCodec, Principal
@@ -17,18 +18,35 @@ from adapter.store.unit_of_work import UnitOfWork
 __all__ = ["effective_state", "find_import", "find_usable_import", "owns"]
 
 
-def owns(principal: Principal, row: ImportRow) -> bool:
+class Owned(Protocol):
+    principal: str
+    tenant: str
+
+
+T = TypeVar("T")
+
+
+def owns(principal: Principal, row: Owned) -> bool:
     return row.principal == principal.subject and row.tenant == principal.tenant
+
+
+def handle_digest(handle: str) -> str:
+    """The digest to look ``handle`` up by; HandleNotFound for something that is no handle at all."""
+    if not isinstance(handle, str) or not HandleCodec.looks_like_handle(handle):
+        raise HandleNotFound()
+    return HandleCodec.digest(handle)
+
+
+def require_owner(principal: Principal, row: T | None) -> T:
+    """``row`` if it exists and is the caller's; otherwise the same HandleNotFound as for no row."""
+    if row is None or not owns(principal, row):  # type: ignore[arg-type]
+        raise HandleNotFound()
+    return row
 
 
 def find_import(uow: UnitOfWork, principal: Principal, handle: str) -> ImportRow:
     """The caller's import for ``handle``, or HandleNotFound."""
-    if not isinstance(handle, str) or not HandleCodec.looks_like_handle(handle):
-        raise HandleNotFound()
-    row = uow.imports.by_digest(HandleCodec.digest(handle))
-    if row is None or not owns(principal, row):
-        raise HandleNotFound()
-    return row
+    return require_owner(principal, uow.imports.by_digest(handle_digest(handle)))
 
 
 def effective_state(row: ImportRow, now: datetime) -> ImportState:

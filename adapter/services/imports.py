@@ -15,9 +15,10 @@ from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
 from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
-from adapter.services.access import effective_state, find_import, find_usable_import
+from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once
+from adapter.store.reads import IMPORT_BY_DIGEST, OPERATIONS_OF_IMPORT
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -147,14 +148,15 @@ def add_records(
 
 def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
     """The import's current state; an open import past its expiry shows as expired."""
-    with ctx.store.unit_of_work() as uow:
-        row = find_import(uow, principal, handle)
-        return to_view(row, handle, ctx, uow.operations.for_import(row.id))
+    digest = handle_digest(handle)
+    with ctx.store.read() as connection:  # the hot path: no ORM session (see adapter.store.reads)
+        row = require_owner(principal, connection.execute(IMPORT_BY_DIGEST, {"digest": digest}).one_or_none())
+        operations = connection.execute(OPERATIONS_OF_IMPORT, {"import_id": row.id}).all()
+    return to_view(row, handle, ctx, operations)
 
 
-def to_view(
-    row: ImportRow, handle: str, ctx: ServiceContext, operations: Sequence[OperationRow]
-) -> ImportView:
+def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[Any]) -> ImportView:
+    """Build the view from an ORM row or a Core row (both have the columns as attributes)."""
     return ImportView(
         handle=handle,
         import_id=row.id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.unit_of_work import UnitOfWork
@@ -23,6 +23,13 @@ class Store:
 
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory)
+
+    def read(self) -> Connection:
+        """A connection for read-only hot paths (no ORM session; a deferred transaction on SQLite).
+
+        Use as ``with store.read() as conn: conn.execute(...)``; it rolls back on exit.
+        """
+        return self.engine.connect().execution_options(adapter_read_only=True)
 
     def dispose(self) -> None:
         self.engine.dispose()
