@@ -12,6 +12,7 @@ from adapter.config import Settings
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
+from adapter.legacy.instrumented import InstrumentedPort
 from adapter.ports.legacy import LegacyPort
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
@@ -48,15 +49,21 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
 
 def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
     store = store or Store.from_url(settings.database_url)
-    legacy = legacy or build_legacy_port(settings)
+    # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
+    legacy = InstrumentedPort(legacy or build_legacy_port(settings))
     secret = settings.secret_bytes()
+    # In local mode a handle is a bearer secret: it must not outlive local_ttl_seconds.
+    max_ttl = settings.local_ttl_seconds if settings.local_mode else Limits().max_ttl_seconds
+    default_ttl = min(settings.default_ttl_seconds, max_ttl)
     ctx = ServiceContext(
         store=store,
         legacy=legacy,
         codec=HandleCodec(secret),
         cursors=CursorCodec(secret),
         limits=Limits(
-            max_records_per_call=settings.max_records_per_call, max_record_bytes=settings.max_record_bytes
+            max_records_per_call=settings.max_records_per_call,
+            max_record_bytes=settings.max_record_bytes,
+            max_ttl_seconds=max_ttl,
         ),
         commit_policy=CommitPolicy(
             chunk_size=settings.commit_chunk_size,
@@ -64,7 +71,7 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
             lease_seconds=settings.lease_seconds,
             unknown_grace_seconds=settings.unknown_grace_seconds,
         ),
-        default_ttl_seconds=settings.default_ttl_seconds,
+        default_ttl_seconds=default_ttl,
     )
     return Kit(
         settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)

@@ -1,4 +1,4 @@
-"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | reconcile | demo``.
+"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | reconcile | demo | ops``.
 
 Each command parses its arguments, builds the kit from settings and calls the service layer; it owns
 no business rule. Configuration errors print one line and exit 2.
@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="an end-to-end run against the simulator over TCP")
     demo.add_argument("--records", type=int, default=1200)
     demo.set_defaults(run=_demo)
+    from adapter.entrypoints.ops_cli import configure_parser as configure_ops
+
+    configure_ops(commands.add_parser("ops", help="list, show, reconcile, compensate, resolve operations"))
     return parser
 
 

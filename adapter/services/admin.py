@@ -343,6 +343,8 @@ def act(
         raise InvalidRequest(f"unknown action {action!r}")
     if action == "resolve" and not (reason and reason.strip()):
         raise InvalidRequest("resolving an operation needs a reason")
+    if reason is not None and "\x00" in reason:
+        raise InvalidRequest("the reason may not contain NUL characters")
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
         if row is None:

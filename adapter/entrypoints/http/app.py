@@ -1,4 +1,5 @@
-"""The HTTP application: one FastAPI app with the MCP endpoint at ``/mcp`` beside ``/healthz``.
+"""The HTTP application: one FastAPI app with the MCP endpoint at ``/mcp`` beside ``/healthz``,
+``/readyz``, ``/metrics`` (Prometheus, see ``metrics.py``) and the admin side under ``/admin``.
 
 Built by a factory (``create_app``) from an already wired :class:`~adapter.bootstrap.Kit`, so tests
 build as many as they like. The MCP sub-app's own lifespan never runs when mounted, so this app's
@@ -12,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -21,9 +23,11 @@ from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
 from adapter.entrypoints.mcp.server import McpGateway
+from adapter.legacy.instrumented import InstrumentedPort
 
 __all__ = ["create_app", "transport_security"]
 
@@ -44,7 +48,11 @@ def create_app(
     kit: Kit, *, public_url: str = "http://127.0.0.1:3000", run_maintenance: bool = True
 ) -> FastAPI:
     settings = kit.settings
-    gateway = McpGateway(kit.service, settings)
+    metrics = AdapterMetrics(kit.admin)  # this app's own registry; see adapter/entrypoints/http/metrics.py
+    gateway = McpGateway(kit.service, settings, on_request=metrics.observe_request)
+    metrics.known_tools = frozenset(gateway.tools)
+    if isinstance(kit.legacy, InstrumentedPort):  # bootstrap.build wraps the port so every call is timed
+        kit.legacy.add_observer(metrics.observe_legacy)
     auth_kwargs: dict[str, object] = {}
     if not settings.local_mode:
         assert settings.tokens is not None
@@ -78,12 +86,30 @@ def create_app(
     app = FastAPI(title="legacy import adapter", version=__version__, lifespan=lifespan)
     app.state.gateway = gateway
     app.state.kit = kit
+    app.state.metrics = metrics
     app.include_router(admin_router())
+    app.include_router(metrics_router(metrics))
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
         """The process is up (it says nothing about the database or the legacy system)."""
         return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Ready to serve",
+        responses={503: {"description": 'Not ready: `{"status": "unavailable", "problems": [...]}`'}},
+    )
+    def readyz() -> JSONResponse:
+        """The database and the legacy system answer (200), else 503 with the reasons.
+
+        Open (no token): the reasons name only what is unreachable and the error type.
+        """
+        problems = kit.admin.check_ready()
+        if problems:
+            return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
+        return JSONResponse({"status": "ready", "problems": []})
 
     app.mount("/", ModernEraGuard(mcp_app))
     return app

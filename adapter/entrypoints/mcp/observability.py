@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["SUPPORTED_VERSIONS", "ModernOnly", "RequestLog", "hash_handle"]
+__all__ = ["SUPPORTED_VERSIONS", "ModernOnly", "OnRequest", "RequestLog", "hash_handle"]
 
 SUPPORTED_VERSIONS = ["2026-07-28"]
 UNSUPPORTED_PROTOCOL_VERSION = -32022
@@ -64,8 +65,15 @@ def _outcome(result: HandlerResult) -> str:
     return "ok"
 
 
+OnRequest = Callable[[str, str | None, str, float], None]
+"""``on_request(method, tool, outcome, seconds)``, called once per request after it is logged."""
+
+
 class RequestLog:
-    """Outermost middleware: times the request and logs how it ended."""
+    """Outermost middleware: times the request and logs how it ended (and tells ``on_request``)."""
+
+    def __init__(self, on_request: OnRequest | None = None) -> None:
+        self.on_request = on_request
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:  # a notification
@@ -100,6 +108,11 @@ class RequestLog:
                     }
                 )
             )
+            if self.on_request is not None:
+                try:
+                    self.on_request(ctx.method, tool, outcome, time.perf_counter() - started)
+                except Exception:  # metrics must never break a request
+                    log.exception("on_request hook failed")
 
 
 class ModernOnly:
