@@ -110,7 +110,39 @@ def _encode(request: Request) -> bytes:
         raise LegacySimError(exc.code, exc.message) from exc
 
 
-class LegacyClient:
+class SingleCommands:
+    """The one-request commands, shared by the TCP and the in-process client: each is one ``_call``."""
+
+    def _call(self, request: Request) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def begin(self, batch_ref: str) -> dict[str, Any]:
+        return self._call(Request(BEGIN, arg=batch_ref))
+
+    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+        return self._call(Request(ADD, payload=record))
+
+    def commit(self) -> dict[str, Any]:
+        return self._call(Request(COMMIT))
+
+    def rollback(self) -> dict[str, Any]:
+        return self._call(Request(ROLLBACK))
+
+    def status(self, batch_ref: str) -> dict[str, Any]:
+        return self._call(Request(STATUS, arg=batch_ref))
+
+    def void(self, legacy_batch_id: str) -> dict[str, Any]:
+        return self._call(Request(VOID, arg=legacy_batch_id))
+
+    def faults(self, **knobs: Any) -> dict[str, Any]:
+        """Change fault knobs (none: just read them); answers the current knobs."""
+        return self._call(Request(FAULTS, payload=knobs))
+
+    def ping(self) -> dict[str, Any]:
+        return self._call(Request(PING))
+
+
+class LegacyClient(SingleCommands):
     """One TCP connection = one legacy session. ``timeout`` bounds connect and each reply wait."""
 
     def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
@@ -123,12 +155,6 @@ class LegacyClient:
         self._rfile: BinaryIO | None = self._sock.makefile("rb")
 
     # -- commands -----------------------------------------------------------------------------
-
-    def begin(self, batch_ref: str) -> dict[str, Any]:
-        return self._call(Request(BEGIN, arg=batch_ref))
-
-    def add(self, record: dict[str, Any]) -> dict[str, Any]:
-        return self._call(Request(ADD, payload=record))
 
     def add_many(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Pipelined ADDs: write the lines, then read every reply; raise after all replies are read.
@@ -151,25 +177,6 @@ class LegacyClient:
         if errors:
             raise pick_error(errors)
         return results
-
-    def commit(self) -> dict[str, Any]:
-        return self._call(Request(COMMIT))
-
-    def rollback(self) -> dict[str, Any]:
-        return self._call(Request(ROLLBACK))
-
-    def status(self, batch_ref: str) -> dict[str, Any]:
-        return self._call(Request(STATUS, arg=batch_ref))
-
-    def void(self, legacy_batch_id: str) -> dict[str, Any]:
-        return self._call(Request(VOID, arg=legacy_batch_id))
-
-    def faults(self, **knobs: Any) -> dict[str, Any]:
-        """Change fault knobs (none: just read them); answers the current knobs."""
-        return self._call(Request(FAULTS, payload=knobs))
-
-    def ping(self) -> dict[str, Any]:
-        return self._call(Request(PING))
 
     def close(self) -> None:
         """Close the connection; the server drops the session and any uncommitted batch."""

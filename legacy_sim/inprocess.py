@@ -15,17 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from legacy_sim.client import ConnectionLostError, LegacySimError, pick_error
+from legacy_sim.client import ConnectionLostError, LegacySimError, SingleCommands, pick_error
 from legacy_sim.engine import LegacyEngine, SessionDropped
 from legacy_sim.protocol import (
     ADD,
-    BEGIN,
-    COMMIT,
-    FAULTS,
-    PING,
-    ROLLBACK,
-    STATUS,
-    VOID,
     CommandError,
     Request,
     encode_request,
@@ -35,19 +28,13 @@ from legacy_sim.protocol import (
 __all__ = ["InProcessClient", "connect_in_process"]
 
 
-class InProcessClient:
+class InProcessClient(SingleCommands):
     """One engine session behind the :class:`legacy_sim.client.SimClient` surface."""
 
     def __init__(self, engine: LegacyEngine) -> None:
         self.engine = engine
         self._session = engine.open_session()
         self._closed = False
-
-    def begin(self, batch_ref: str) -> dict[str, Any]:
-        return self._call(Request(BEGIN, arg=batch_ref))
-
-    def add(self, record: dict[str, Any]) -> dict[str, Any]:
-        return self._call(Request(ADD, payload=record))
 
     def add_many(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Like the TCP client: every record is tried, then the most definitive error is raised."""
@@ -62,24 +49,6 @@ class InProcessClient:
         if errors:
             raise pick_error(errors)
         return results
-
-    def commit(self) -> dict[str, Any]:
-        return self._call(Request(COMMIT))
-
-    def rollback(self) -> dict[str, Any]:
-        return self._call(Request(ROLLBACK))
-
-    def status(self, batch_ref: str) -> dict[str, Any]:
-        return self._call(Request(STATUS, arg=batch_ref))
-
-    def void(self, legacy_batch_id: str) -> dict[str, Any]:
-        return self._call(Request(VOID, arg=legacy_batch_id))
-
-    def faults(self, **knobs: Any) -> dict[str, Any]:
-        return self._call(Request(FAULTS, payload=knobs))
-
-    def ping(self) -> dict[str, Any]:
-        return self._call(Request(PING))
 
     def close(self) -> None:
         """End the session; uncommitted work is lost."""
