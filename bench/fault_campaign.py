@@ -1,0 +1,750 @@
+"""A seeded fault campaign: many concurrent imports against a faulty legacy system, then the invariants.
+
+Many imports run at once (a thread pool of ``--workers``) through one kit (``adapter.bootstrap.build``)
+against the simulator over TCP, while the simulator is made hostile:
+
+* transient errors (``error_rate``) on any command;
+* drops after COMMIT (``drop_after_commit``): applied, reply lost;
+* latency above the client's timeout on some commits (the kit's port is built with a short timeout,
+  and a few imports open a short window of ``latency_ms`` on the simulator right before their COMMIT,
+  so the COMMIT times out on the client and still lands later; whatever else runs in the window times
+  out too);
+* COMMITs lost on the way (the connection dies while COMMIT is written: nothing applied, the kit
+  cannot know), so reconciliation must wait out the grace period before believing "not committed";
+* cancellations at random points (a ``CancelToken`` set before the commit or from the progress
+  callback at a random sent count);
+* client retries with the same idempotency key whenever the answer is not ``committed`` (bounded),
+  while a maintenance thread runs reconcile passes beside them, as a server does.
+
+Afterwards it drains: maintenance passes plus client retries until nothing is left unresolved
+(bounded), then checks, against every batch the legacy system holds:
+
+* no batch twice (per batch reference, and per import across all its commit operations);
+* no committed import without its batch, no batch without its committed import
+  (batch_ref -> operation -> import);
+* no partial batch (the batch holds exactly the import's records, in order);
+* every operation terminal, or ``needs_operator`` with a reason; no import left committing;
+* no client was told ``committed`` with a batch other than the one that stands.
+
+``run_campaign`` is used by ``tests/resilience/test_fault_campaign.py`` (200 imports) and by this
+script standalone::
+
+    .venv/bin/python bench/fault_campaign.py --imports 2000 --seed 1
+    .venv/bin/python bench/fault_campaign.py --imports 2000 --seed 1 --db postgres
+
+Standalone it starts its own simulator subprocess (``python -m legacy_sim serve``) and a SQLite file
+(or a fresh PostgreSQL schema) in a temporary directory. Seeds make the plan (which import gets which
+fault, records, cancel points) and the simulator's dice reproducible; thread interleaving is not, so
+individual counts vary a little between runs while the invariant counts must always be zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import json
+import logging
+import random
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # standalone: make ``adapter`` and ``legacy_sim`` importable
+    sys.path.insert(0, str(REPO))
+
+from sqlalchemy import create_engine, select, text  # noqa: E402
+
+from adapter.bootstrap import Kit, build  # noqa: E402
+from adapter.config import load_settings  # noqa: E402
+from adapter.domain.identity import Principal  # noqa: E402
+from adapter.domain.states import OPERATION_TERMINAL, OperationState  # noqa: E402
+from adapter.legacy.simulator import SimulatorPort  # noqa: E402
+from adapter.ports.legacy import CommittedBatch, LegacyOutcomeUnknown, LegacyPort, LegacySession  # noqa: E402
+from adapter.services import CancelToken  # noqa: E402
+from adapter.store.migrate import upgrade  # noqa: E402
+from adapter.store.tables import ImportRow, OperationRow  # noqa: E402
+from legacy_sim.client import LegacyClient  # noqa: E402
+from legacy_sim.engine import LegacyEngine  # noqa: E402
+
+__all__ = ["CampaignConfig", "Report", "fresh_database", "run_campaign", "simulator_process"]
+
+LISTENING = re.compile(r"legacy_sim listening on (?P<host>[^\s:]+):(?P<port>\d+)")
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+UNRESOLVED_OPERATIONS = (OperationState.IN_PROGRESS.value, OperationState.OUTCOME_UNKNOWN.value)
+TERMINAL = {state.value for state in OPERATION_TERMINAL}
+
+Address = tuple[str, int]
+
+
+# --- configuration and plan ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CampaignConfig:
+    imports: int = 200
+    seed: int = 1
+    workers: int = 4
+    max_records: int = 30
+    chunk_size: int = 7  # several progress steps (and cancellation points) per import
+    legacy_timeout: float = 0.2  # the kit's port timeout; slow commits go above it
+    error_rate: float = 0.03
+    drop_after_commit: float = 0.08
+    slow_commit_rate: float = 0.03  # imports that open a latency window right before their COMMIT
+    lose_commit_rate: float = 0.04  # imports whose first COMMIT is lost before reaching the simulator
+    slow_latency_ms: float = 350.0
+    slow_window_seconds: float = 0.45
+    cancel_rate: float = 0.12  # half before the commit, half at a random sent count
+    abandon_rate: float = 0.3  # of the cancelled imports: never retried (half of them aborted)
+    client_retries: int = 6
+    lease_seconds: float = 5.0
+    unknown_grace_seconds: float = 1.5  # above slow_latency_ms: a late COMMIT lands well within it
+    maintenance_interval: float = 0.25
+    drain_seconds: float = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """What happens to one import; a pure function of (seed, index)."""
+
+    index: int
+    records: list[dict[str, Any]]
+    slow_commit: bool
+    lose_commit: bool
+    cancel: str | None  # None, "before", "during"
+    cancel_at: int
+    abandon: str | None  # None, "leave", "abort"
+
+    @classmethod
+    def make(cls, config: CampaignConfig, index: int) -> Plan:
+        rng = random.Random(config.seed * 1_000_003 + index)
+        count = rng.randint(1, config.max_records)
+        records = [{"imp": index, "seq": s, "v": rng.randrange(10**6)} for s in range(count)]
+        cancel = None
+        if rng.random() < config.cancel_rate:
+            cancel = "before" if rng.random() < 0.5 else "during"
+        abandon = None
+        if cancel is not None and rng.random() < config.abandon_rate:
+            abandon = "abort" if rng.random() < 0.5 else "leave"
+        return cls(
+            index=index,
+            records=records,
+            slow_commit=rng.random() < config.slow_commit_rate,
+            lose_commit=rng.random() < config.lose_commit_rate,
+            cancel=cancel,
+            cancel_at=rng.randint(1, count),
+            abandon=abandon,
+        )
+
+
+# --- what happened -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class ImportTrace:
+    plan: Plan
+    principal: Principal
+    handle: str = ""
+    import_id: str = ""
+    answers: list[str] = dataclasses.field(default_factory=list)
+    told_committed: set[str] = dataclasses.field(default_factory=set)  # batch ids a client was given
+    exceptions: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(slots=True)
+class Report:
+    config: dict[str, Any]
+    wall_seconds: float = 0.0
+    load_seconds: float = 0.0
+    drain_seconds: float = 0.0
+    drain_rounds: int = 0
+    # outcomes
+    imports_committed: int = 0
+    imports_open: int = 0
+    imports_aborted: int = 0
+    imports_other: dict[str, int] = dataclasses.field(default_factory=dict)
+    legacy_batches: int = 0
+    answers: dict[str, int] = dataclasses.field(default_factory=dict)  # every commit answer a client got
+    reconciled: dict[str, int] = dataclasses.field(default_factory=dict)  # finding -> count
+    operations: dict[str, int] = dataclasses.field(default_factory=dict)  # commit op status -> count
+    commit_operations_retried: int = 0  # operations whose commit ran more than once (same key)
+    slow_windows: int = 0
+    commits_lost: int = 0
+    client_exceptions: dict[str, int] = dataclasses.field(default_factory=dict)
+    # invariants: every one must be zero
+    batch_twice_per_ref: int = 0
+    batch_twice_per_import: int = 0
+    committed_without_batch: int = 0
+    batch_without_committed_import: int = 0
+    partial_or_wrong_batch: int = 0
+    uncommitted_with_batch: int = 0
+    operation_not_terminal: int = 0
+    needs_operator_without_reason: int = 0
+    import_unresolved: int = 0
+    client_told_wrong_batch: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    INVARIANTS = (
+        "batch_twice_per_ref",
+        "batch_twice_per_import",
+        "committed_without_batch",
+        "batch_without_committed_import",
+        "partial_or_wrong_batch",
+        "uncommitted_with_batch",
+        "operation_not_terminal",
+        "needs_operator_without_reason",
+        "import_unresolved",
+        "client_told_wrong_batch",
+    )
+
+    def violations(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.INVARIANTS if getattr(self, name)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def render(self) -> str:
+        c = self.config
+        lines = [
+            f"fault campaign: {c['imports']} imports, seed {c['seed']}, {c['workers']} workers, db {c['db']}",
+            f"  wall {self.wall_seconds:.1f} s (load {self.load_seconds:.1f} s, "
+            f"drain {self.drain_seconds:.1f} s in {self.drain_rounds} rounds)",
+            f"  imports: committed {self.imports_committed}, open (never committed) {self.imports_open}, "
+            f"aborted {self.imports_aborted}"
+            + (f", other {self.imports_other}" if self.imports_other else ""),
+            f"  legacy batches: {self.legacy_batches}",
+            f"  commit answers seen by clients: {dict(sorted(self.answers.items()))}",
+            f"  commit operations by final status: {dict(sorted(self.operations.items()))}; "
+            f"re-run under the same key: {self.commit_operations_retried}",
+            f"  reconciler findings: {dict(sorted(self.reconciled.items()))}",
+            f"  latency windows opened: {self.slow_windows}; "
+            f"COMMITs lost before the simulator: {self.commits_lost}",
+            f"  client exceptions: {dict(sorted(self.client_exceptions.items())) or 0}",
+            "  invariants (all must be 0):",
+        ]
+        lines += [f"    {name:<32} {getattr(self, name)}" for name in self.INVARIANTS]
+        lines += [f"  problem: {p}" for p in self.problems[:20]]
+        return "\n".join(lines)
+
+
+# --- infrastructure ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def simulator_process(workdir: Path) -> Iterator[tuple[Address, Path]]:
+    """``python -m legacy_sim serve --port 0`` as a child; yields (address, its SQLite file)."""
+    db = workdir / "legacy.db"
+    cmd = [sys.executable, "-m", "legacy_sim", "serve", "--port", "0", "--db", str(db), "--idle-timeout", "0"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = LISTENING.search(line)
+        if match is None:
+            raise RuntimeError(f"simulator did not start (exit code {proc.poll()}): {line!r}")
+        yield (match["host"], int(match["port"])), db
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def fresh_database(kind: str, workdir: Path, postgres_url: str = DEFAULT_POSTGRES_URL) -> Iterator[str]:
+    """A migrated, empty database URL: a SQLite file in ``workdir`` or a throwaway PostgreSQL schema."""
+    if kind == "sqlite":
+        url = f"sqlite:///{workdir / 'adapter.db'}"
+        upgrade(url)
+        yield url
+        return
+    schema = f"campaign_{secrets.token_hex(6)}"
+    admin = create_engine(postgres_url)
+    try:
+        with admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        separator = "&" if "?" in postgres_url else "?"
+        url = f"{postgres_url}{separator}options=-csearch_path%3D{schema}"
+        upgrade(url)
+        yield url
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+_current = threading.local()  # the plan of the import the calling client thread is committing
+
+
+class _LosingSession:
+    """Loses the first COMMIT of an import whose plan says so: the connection dies, nothing is sent."""
+
+    def __init__(self, inner: LegacySession, port: LosingPort) -> None:
+        self._inner = inner
+        self._port = port
+        self._ref = ""
+
+    def begin(self, batch_ref: str) -> None:
+        self._ref = batch_ref
+        self._inner.begin(batch_ref)
+
+    def add(self, records: Any) -> None:
+        self._inner.add(records)
+
+    def commit(self) -> CommittedBatch:
+        plan = getattr(_current, "plan", None)
+        if plan is not None and plan.lose_commit and self._port.lose_once(self._ref):
+            self._inner.close()  # the simulator drops the session: the batch is gone
+            raise LegacyOutcomeUnknown(
+                f"legacy commit (batch_ref={self._ref}): connection reset while sending"
+            )
+        return self._inner.commit()
+
+    def rollback(self) -> None:
+        self._inner.rollback()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class LosingPort:
+    """The simulator port, with COMMITs that can be lost before they reach the simulator."""
+
+    def __init__(self, inner: LegacyPort) -> None:
+        self._inner = inner
+        self._lost: set[str] = set()
+        self._lock = threading.Lock()
+
+    def lose_once(self, batch_ref: str) -> bool:
+        with self._lock:
+            if batch_ref in self._lost:
+                return False
+            self._lost.add(batch_ref)
+            return True
+
+    @property
+    def lost(self) -> int:
+        return len(self._lost)
+
+    def open_session(self) -> _LosingSession:
+        return _LosingSession(self._inner.open_session(), self)
+
+    def batch_status(self, batch_ref: str) -> Any:
+        return self._inner.batch_status(batch_ref)
+
+    def void_batch(self, legacy_batch_id: str) -> Any:
+        return self._inner.void_batch(legacy_batch_id)
+
+
+def build_kit(database_url: str, address: Address, config: CampaignConfig) -> tuple[Kit, LosingPort]:
+    """The kit as production wires it, with a port whose timeout is short and fast retries."""
+    settings = load_settings(
+        database_url=database_url,
+        legacy_url=f"tcp://{address[0]}:{address[1]}",
+        legacy_timeout_seconds=config.legacy_timeout,
+        secret=secrets.token_hex(32),
+        commit_chunk_size=config.chunk_size,
+        lease_seconds=config.lease_seconds,
+        unknown_grace_seconds=config.unknown_grace_seconds,
+    )
+    losing = LosingPort(SimulatorPort.tcp(*address, timeout=config.legacy_timeout))
+    kit = build(settings, legacy=losing)
+    ctx = kit.service.ctx
+    ctx.commit_policy = dataclasses.replace(ctx.commit_policy, retry_wait_initial=0.005, retry_wait_max=0.05)
+    return kit, losing
+
+
+class FaultControl:
+    """Turns the simulator's knobs over its own FAULTS command (a separate, patient connection)."""
+
+    def __init__(self, address: Address) -> None:
+        self._address = address
+        self._lock = threading.Lock()
+        self._window = threading.Lock()
+        self.windows = 0
+
+    def set(self, **knobs: Any) -> None:
+        with self._lock, LegacyClient(*self._address, timeout=30.0) as client:
+            client.faults(**knobs)
+
+    def slow_window(self, latency_ms: float, seconds: float) -> bool:
+        """Open one latency window (if none is open): everything sent in it answers late."""
+        if not self._window.acquire(blocking=False):
+            return False
+        try:
+            self.set(latency_ms=latency_ms)
+        except Exception:
+            self._window.release()
+            raise
+        self.windows += 1
+
+        def close() -> None:
+            try:
+                time.sleep(seconds)
+                self.set(latency_ms=0)
+            finally:
+                self._window.release()
+
+        threading.Thread(target=close, name="latency-window", daemon=True).start()
+        return True
+
+    def wait_windows_closed(self) -> None:
+        with self._window:
+            pass
+
+
+# --- the campaign ----------------------------------------------------------------------------------
+
+
+class _Campaign:
+    def __init__(self, kit: Kit, config: CampaignConfig, faults: FaultControl) -> None:
+        self.kit = kit
+        self.service = kit.service
+        self.config = config
+        self.faults = faults
+        self.traces: list[ImportTrace] = []
+        self.stop_maintenance = threading.Event()
+        self.maintenance_errors: collections.Counter[str] = collections.Counter()
+
+    # one import, as a client would drive it
+    def run_import(self, trace: ImportTrace) -> None:
+        plan, who, service = trace.plan, trace.principal, self.service
+        key = f"campaign-{plan.index}"
+        trace.handle = self._call(
+            trace, lambda: service.begin(who, "campaign", idempotency_key=f"{key}-b")
+        ).handle
+        trace.import_id = service.status(who, trace.handle).import_id
+        rng = random.Random(self.config.seed * 7919 + plan.index)
+        records, position, part = plan.records, 0, 0
+        while position < len(records):
+            size = rng.randint(1, len(records) - position)
+            chunk = records[position : position + size]
+            self._call(
+                trace,
+                lambda c=chunk, n=part: service.add(who, trace.handle, c, idempotency_key=f"{key}-a{n}"),
+            )
+            position, part = position + size, part + 1
+        _current.plan = plan
+        try:
+            self._commit_with_retries(trace, key, rng)
+        finally:
+            _current.plan = None
+
+    def _commit_with_retries(self, trace: ImportTrace, key: str, rng: random.Random) -> None:
+        plan = trace.plan
+        for attempt in range(self.config.client_retries):
+            cancel = CancelToken() if attempt == 0 and plan.cancel else None
+            if cancel is not None and plan.cancel == "before":
+                cancel.cancel()
+
+            def progress(
+                sent: int, total: int, cancel: CancelToken | None = cancel, first: bool = attempt == 0
+            ) -> None:
+                if cancel is not None and plan.cancel == "during" and sent >= plan.cancel_at:
+                    cancel.cancel()
+                if first and plan.slow_commit and sent == total:
+                    self.faults.slow_window(self.config.slow_latency_ms, self.config.slow_window_seconds)
+
+            try:
+                result = self.service.commit(
+                    trace.principal, trace.handle, idempotency_key=key, progress=progress, cancel=cancel
+                )
+            except Exception as exc:  # recorded and reported; the campaign goes on
+                trace.exceptions.append(f"{type(exc).__name__}: {exc}")
+                time.sleep(0.05)
+                continue
+            trace.answers.append(result.status)
+            if result.status == "committed":
+                assert result.legacy_batch_id is not None
+                trace.told_committed.add(result.legacy_batch_id)
+                return
+            if result.status == "cancelled" and plan.abandon is not None:
+                if plan.abandon == "abort":
+                    self._call(trace, lambda: self.service.abort(trace.principal, trace.handle))
+                return
+            time.sleep(rng.uniform(0.05, 0.3) * (attempt + 1))
+
+    def retry_open(self, trace: ImportTrace) -> bool:
+        """Drain phase: a client that comes back and commits again with its key. True if done."""
+        if trace.plan.abandon is not None or not trace.handle:
+            return True
+        key = f"campaign-{trace.plan.index}"
+        try:
+            result = self.service.commit(trace.principal, trace.handle, idempotency_key=key)
+        except Exception as exc:
+            trace.exceptions.append(f"{type(exc).__name__}: {exc}")
+            return False
+        trace.answers.append(result.status)
+        if result.status == "committed":
+            assert result.legacy_batch_id is not None
+            trace.told_committed.add(result.legacy_batch_id)
+            return True
+        return False
+
+    @staticmethod
+    def _call(trace: ImportTrace, fn: Any) -> Any:
+        for _ in range(5):
+            try:
+                return fn()
+            except Exception as exc:
+                trace.exceptions.append(f"{type(exc).__name__}: {exc}")
+                time.sleep(0.05)
+        return fn()
+
+    def maintenance_loop(self) -> None:
+        while not self.stop_maintenance.wait(self.config.maintenance_interval):
+            self.maintain_once()
+
+    def maintain_once(self) -> int:
+        try:
+            return len(self.service.maintain().resolutions)
+        except Exception as exc:
+            self.maintenance_errors[type(exc).__name__] += 1
+            logging.getLogger("campaign").warning("maintenance pass failed", exc_info=True)
+            return 0
+
+    def unresolved(self) -> int:
+        with self.kit.store.unit_of_work() as uow:
+            return len(
+                list(
+                    uow.session.scalars(
+                        select(OperationRow.id).where(OperationRow.status.in_(UNRESOLVED_OPERATIONS))
+                    )
+                )
+            )
+
+
+def run_campaign(
+    database_url: str,
+    address: Address,
+    legacy_db: Path,
+    config: CampaignConfig | None = None,
+    *,
+    db_label: str = "",
+) -> Report:
+    """Run the campaign against a migrated, empty database and a running simulator; check; report."""
+    config = config or CampaignConfig()
+    report = Report(config={**dataclasses.asdict(config), "db": db_label or database_url.split(":")[0]})
+    faults = FaultControl(address)
+    faults.set(
+        seed=config.seed,
+        error_rate=config.error_rate,
+        drop_after_commit=config.drop_after_commit,
+        latency_ms=0,
+    )
+    kit, losing = build_kit(database_url, address, config)
+    campaign = _Campaign(kit, config, faults)
+    started = time.perf_counter()
+    try:
+        campaign.traces = [
+            ImportTrace(Plan.make(config, i), Principal(subject=f"client-{i % 5}", tenant="campaign"))
+            for i in range(config.imports)
+        ]
+        maintenance = threading.Thread(target=campaign.maintenance_loop, name="maintenance", daemon=True)
+        maintenance.start()
+        with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="client") as pool:
+            for future in [pool.submit(campaign.run_import, t) for t in campaign.traces]:
+                try:
+                    future.result()
+                except Exception as exc:
+                    report.problems.append(f"client thread died: {type(exc).__name__}: {exc}")
+        campaign.stop_maintenance.set()
+        maintenance.join(timeout=60)
+        faults.wait_windows_closed()
+        report.load_seconds = time.perf_counter() - started
+        _drain(campaign, faults, report)
+        report.wall_seconds = time.perf_counter() - started
+        _check(campaign, legacy_db, report)
+    finally:
+        kit.close()
+    report.slow_windows = faults.windows
+    report.commits_lost = losing.lost
+    for name, count in campaign.maintenance_errors.items():
+        report.client_exceptions[f"maintenance:{name}"] = count
+    return report
+
+
+def _drain(campaign: _Campaign, faults: FaultControl, report: Report) -> None:
+    """Maintenance passes and client retries until nothing is unresolved; faults go off half-way."""
+    config = campaign.config
+    started = time.perf_counter()
+    deadline = started + config.drain_seconds
+    pending = [t for t in campaign.traces if t.handle]
+    faults_on = True
+    while time.perf_counter() < deadline:
+        report.drain_rounds += 1
+        if faults_on and time.perf_counter() - started > config.drain_seconds / 3:
+            faults.set(error_rate=0.0, drop_after_commit=0.0, latency_ms=0)
+            faults_on = False
+        campaign.maintain_once()
+        pending = [t for t in pending if not _settled(campaign, t) and not campaign.retry_open(t)]
+        if not pending and campaign.unresolved() == 0:
+            break
+        time.sleep(min(0.5, config.unknown_grace_seconds / 3))
+    faults.set(error_rate=0.0, drop_after_commit=0.0, latency_ms=0)
+    report.drain_seconds = time.perf_counter() - started
+
+
+def _settled(campaign: _Campaign, trace: ImportTrace) -> bool:
+    with campaign.kit.store.unit_of_work() as uow:
+        row = uow.imports.get(trace.import_id)
+        return row is not None and row.state in ("committed", "aborted")
+
+
+# --- invariants ------------------------------------------------------------------------------------
+
+
+def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
+    engine = LegacyEngine(legacy_db, idle_timeout=None)
+    try:
+        batches = engine.committed_batches()
+    finally:
+        engine.close()
+    report.legacy_batches = len(batches)
+    traces = {t.import_id: t for t in campaign.traces if t.import_id}
+    with campaign.kit.store.unit_of_work() as uow:
+        imports = {row.id: row for row in uow.session.scalars(select(ImportRow))}
+        operations = list(uow.session.scalars(select(OperationRow)))
+        reconciled = [
+            (e.detail or {}).get("finding")
+            for op in operations
+            if op.kind == "commit"
+            for e in uow.events.for_operation(op.id)
+            if e.kind == "operation.reconciled"
+        ]
+    report.reconciled = dict(collections.Counter(str(f) for f in reconciled))
+    op_by_ref = {op.batch_ref: op for op in operations if op.batch_ref}
+    commit_ops = [op for op in operations if op.kind == "commit"]
+    report.operations = dict(collections.Counter(op.status for op in commit_ops))
+    report.commit_operations_retried = sum(1 for op in commit_ops if op.attempts > 1)
+
+    def problem(kind: str, message: str) -> None:
+        setattr(report, kind, getattr(report, kind) + 1)
+        report.problems.append(f"{kind}: {message}")
+
+    # batches by reference and by import
+    by_ref: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for batch in batches:
+        by_ref[batch["batch_ref"]].append(batch)
+    by_import: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for ref, found in by_ref.items():
+        if len(found) > 1:
+            problem("batch_twice_per_ref", f"{ref}: {[b['legacy_batch_id'] for b in found]}")
+        op = op_by_ref.get(ref)
+        if op is None or op.import_id is None:
+            problem("batch_without_committed_import", f"{ref}: no operation")
+            continue
+        by_import[op.import_id].extend(found)
+    for import_id, found in by_import.items():
+        if len(found) > 1:
+            problem("batch_twice_per_import", f"{import_id}: {[b['legacy_batch_id'] for b in found]}")
+
+    # every import against what its client staged and what the legacy system holds
+    for import_id, row in imports.items():
+        trace = traces.get(import_id)
+        found = by_import.get(import_id, [])
+        if row.state in ("committing", "outcome_unknown"):
+            problem("import_unresolved", f"{import_id} is {row.state}")
+        if row.state == "committed":
+            report.imports_committed += 1
+            standing = [b for b in found if b["legacy_batch_id"] == row.legacy_batch_id]
+            if not standing:
+                problem("committed_without_batch", f"{import_id}: {row.legacy_batch_id} not in legacy")
+                continue
+            batch = standing[0]
+            expected = trace.plan.records if trace else None
+            if batch["record_count"] != row.record_count or (
+                expected is not None and batch["records"] != expected
+            ):
+                problem("partial_or_wrong_batch", f"{import_id}: {batch['record_count']}/{row.record_count}")
+            if trace and trace.told_committed - {row.legacy_batch_id}:
+                problem("client_told_wrong_batch", f"{import_id}: told {sorted(trace.told_committed)}")
+        else:
+            if row.state == "open":
+                report.imports_open += 1
+            elif row.state == "aborted":
+                report.imports_aborted += 1
+            else:
+                report.imports_other[row.state] = report.imports_other.get(row.state, 0) + 1
+            if found:
+                problem("uncommitted_with_batch", f"{import_id} is {row.state} with {len(found)} batch(es)")
+            if trace and trace.told_committed:
+                problem(
+                    "client_told_wrong_batch", f"{import_id} is {row.state} but a client was told committed"
+                )
+    for batch in batches:
+        op = op_by_ref.get(batch["batch_ref"])
+        row = imports.get(op.import_id) if op is not None and op.import_id else None
+        if op is not None and (
+            row is None
+            or row.state != "committed"
+            or row.legacy_batch_id != batch["legacy_batch_id"]
+            or op.status != OperationState.SUCCEEDED.value
+        ):
+            problem(
+                "batch_without_committed_import",
+                f"{batch['legacy_batch_id']} ({batch['batch_ref']}): import "
+                f"{row.state if row else None}, operation {op.status}",
+            )
+    for op in operations:
+        if op.status == OperationState.NEEDS_OPERATOR.value:
+            if not op.error:
+                problem("needs_operator_without_reason", op.id)
+        elif op.status not in TERMINAL:
+            problem("operation_not_terminal", f"{op.kind} {op.id} is {op.status}")
+
+    answers: collections.Counter[str] = collections.Counter()
+    exceptions: collections.Counter[str] = collections.Counter()
+    for trace in campaign.traces:
+        answers.update(trace.answers)
+        exceptions.update(e.split(":")[0] for e in trace.exceptions)
+    report.answers = dict(answers)
+    report.client_exceptions = dict(exceptions)
+    if len(campaign.traces) != len(imports):
+        report.problems.append(f"{len(campaign.traces)} clients but {len(imports)} imports")
+
+
+# --- standalone ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--imports", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--drain-seconds", type=float, default=120.0)
+    parser.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    config = CampaignConfig(
+        imports=args.imports, seed=args.seed, workers=args.workers, drain_seconds=args.drain_seconds
+    )
+    with tempfile.TemporaryDirectory(prefix="fault-campaign-") as tmp:
+        workdir = Path(tmp)
+        with (
+            simulator_process(workdir) as (address, legacy_db),
+            fresh_database(args.db, workdir, args.postgres_url) as url,
+        ):
+            report = run_campaign(url, address, legacy_db, config, db_label=args.db)
+    print(report.render())
+    if args.json:
+        print(json.dumps(report.to_dict(), default=str, sort_keys=True))
+    return 1 if report.violations() or report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
