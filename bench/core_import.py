@@ -29,11 +29,9 @@ import gc
 import json
 import platform
 import pstats
-import re
 import resource
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
 
 from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
@@ -52,12 +50,9 @@ from adapter.legacy.simulator import SimulatorPort
 from adapter.ports.legacy import LegacyPort
 from adapter.services import ImportService
 from adapter.services.commit import batch_ref_for
-from adapter.store.migrate import upgrade
 from legacy_sim.client import LegacyClient
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-LISTENING = re.compile(r"legacy_sim listening on (?P<host>[^\s:]+):(?P<port>\d+)")
 PRINCIPAL = Principal(subject="bench", tenant="bench")
 LEGACY_TIMEOUT = 60.0  # generous: a 200k-record COMMIT is one long server-side transaction
 
@@ -91,33 +86,6 @@ def batches(records: Sequence[Record], size: int) -> Iterator[Sequence[Record]]:
 # --- the simulator subprocess ----------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def simulator(workdir: Path) -> Iterator[Address]:
-    """Run ``legacy_sim serve --port 0`` as a child; yield its address; always terminate it.
-
-    The idle timeout is disabled so a long staging phase (memory mode) cannot expire a session.
-    """
-    cmd = [
-        sys.executable, "-m", "legacy_sim", "serve", "--host", "127.0.0.1", "--port", "0",
-        "--db", str(workdir / "legacy.db"), "--idle-timeout", "0",
-    ]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the server prints exactly this one line once it listens
-        match = LISTENING.search(line)
-        if match is None:
-            raise RuntimeError(f"simulator did not start (exit code {proc.poll()}): {line!r}")
-        yield match["host"], int(match["port"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 # --- the kit's database ----------------------------------------------------------------------------
 
 
@@ -129,31 +97,8 @@ class DatabaseFactory:
     workdir: Path
     postgres_url: str
 
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
-        if self.kind == "sqlite":
-            path = self.workdir / f"adapter-{secrets.token_hex(4)}.db"
-            url = f"sqlite:///{path}"  # adapter.store.engine turns WAL on for every connection
-            upgrade(url)
-            yield url
-            return
-        schema = f"bench_{secrets.token_hex(6)}"
-        self._admin(f'CREATE SCHEMA "{schema}"')
-        try:
-            separator = "&" if "?" in self.postgres_url else "?"
-            url = f"{self.postgres_url}{separator}options=-csearch_path%3D{schema}"
-            upgrade(url)
-            yield url
-        finally:
-            self._admin(f'DROP SCHEMA "{schema}" CASCADE')
-
-    def _admin(self, sql: str) -> None:
-        admin = create_engine(self.postgres_url)
-        try:
-            with admin.begin() as conn:
-                conn.execute(text(sql))
-        finally:
-            admin.dispose()
+    def fresh(self) -> contextlib.AbstractContextManager[str]:
+        return fresh_database(self.kind, self.workdir, self.postgres_url)
 
 
 def build_kit(url: str, address: Address, batch: int) -> Kit:

@@ -42,28 +42,26 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import dataclasses
 import json
 import logging
 import random
-import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # standalone: make ``adapter`` and ``legacy_sim`` importable
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, REPO / "bench"):  # standalone or imported by path: find the kit and the harness
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from sqlalchemy import create_engine, select, text  # noqa: E402
+from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator  # noqa: E402
+from sqlalchemy import select  # noqa: E402
 
 from adapter.bootstrap import Kit, build  # noqa: E402
 from adapter.config import load_settings  # noqa: E402
@@ -72,15 +70,12 @@ from adapter.domain.states import OPERATION_TERMINAL, OperationState  # noqa: E4
 from adapter.legacy.simulator import SimulatorPort  # noqa: E402
 from adapter.ports.legacy import CommittedBatch, LegacyOutcomeUnknown, LegacyPort, LegacySession  # noqa: E402
 from adapter.services import CancelToken  # noqa: E402
-from adapter.store.migrate import upgrade  # noqa: E402
 from adapter.store.tables import ImportRow, OperationRow  # noqa: E402
 from legacy_sim.client import LegacyClient  # noqa: E402
 from legacy_sim.engine import LegacyEngine  # noqa: E402
 
-__all__ = ["CampaignConfig", "Report", "fresh_database", "run_campaign", "simulator_process"]
+__all__ = ["CampaignConfig", "Report", "run_campaign"]
 
-LISTENING = re.compile(r"legacy_sim listening on (?P<host>[^\s:]+):(?P<port>\d+)")
-DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 UNRESOLVED_OPERATIONS = (OperationState.IN_PROGRESS.value, OperationState.OUTCOME_UNKNOWN.value)
 TERMINAL = {state.value for state in OPERATION_TERMINAL}
 
@@ -238,51 +233,6 @@ class Report:
 
 
 # --- infrastructure ---------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def simulator_process(workdir: Path) -> Iterator[tuple[Address, Path]]:
-    """``python -m legacy_sim serve --port 0`` as a child; yields (address, its SQLite file)."""
-    db = workdir / "legacy.db"
-    cmd = [sys.executable, "-m", "legacy_sim", "serve", "--port", "0", "--db", str(db), "--idle-timeout", "0"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = LISTENING.search(line)
-        if match is None:
-            raise RuntimeError(f"simulator did not start (exit code {proc.poll()}): {line!r}")
-        yield (match["host"], int(match["port"])), db
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@contextlib.contextmanager
-def fresh_database(kind: str, workdir: Path, postgres_url: str = DEFAULT_POSTGRES_URL) -> Iterator[str]:
-    """A migrated, empty database URL: a SQLite file in ``workdir`` or a throwaway PostgreSQL schema."""
-    if kind == "sqlite":
-        url = f"sqlite:///{workdir / 'adapter.db'}"
-        upgrade(url)
-        yield url
-        return
-    schema = f"campaign_{secrets.token_hex(6)}"
-    admin = create_engine(postgres_url)
-    try:
-        with admin.begin() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        separator = "&" if "?" in postgres_url else "?"
-        url = f"{postgres_url}{separator}options=-csearch_path%3D{schema}"
-        upgrade(url)
-        yield url
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 _current = threading.local()  # the plan of the import the calling client thread is committing
@@ -736,10 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fault-campaign-") as tmp:
         workdir = Path(tmp)
         with (
-            simulator_process(workdir) as (address, legacy_db),
+            simulator(workdir) as address,
             fresh_database(args.db, workdir, args.postgres_url) as url,
         ):
-            report = run_campaign(url, address, legacy_db, config, db_label=args.db)
+            report = run_campaign(url, address, workdir / "legacy.db", config, db_label=args.db)
     print(report.render())
     if args.json:
         print(json.dumps(report.to_dict(), default=str, sort_keys=True))

@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from adapter.config import load_settings
 from adapter.entrypoints.http.app import create_app
 from adapter.store.migrate import upgrade
 from legacy_sim.client import LegacyClient
+from legacy_sim.process import running_simulator
 
 __all__ = ["run_demo"]
 
@@ -44,34 +44,6 @@ def check(condition: bool, what: str) -> None:
     if not condition:
         raise DemoFailure(what)
     print(f"   ok  {what}")
-
-
-@contextmanager
-def legacy_simulator(folder: Path) -> Iterator[tuple[str, int]]:
-    """Run the simulator as its own process, as a real legacy system would run."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "legacy_sim",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--db",
-            str(folder / "legacy.db"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        host, port = process.stdout.readline().strip().rsplit(" ", 1)[-1].rsplit(":", 1)
-        yield host, int(port)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @asynccontextmanager
@@ -228,7 +200,10 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
 def run_demo(records: int = 1200) -> int:
     alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     tokens = {alice: {"principal": "alice", "tenant": "acme"}, bob: {"principal": "bob", "tenant": "acme"}}
-    with tempfile.TemporaryDirectory(prefix="adapter-demo-") as tmp, legacy_simulator(Path(tmp)) as legacy:
+    with (
+        tempfile.TemporaryDirectory(prefix="adapter-demo-") as tmp,
+        running_simulator(Path(tmp) / "legacy.db") as legacy,
+    ):
 
         async def main() -> None:
             async with adapter_server(Path(tmp), legacy, tokens) as url:

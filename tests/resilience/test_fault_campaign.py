@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from adapter.store import Store
+from legacy_sim.process import running_simulator
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("fault_campaign", REPO / "bench" / "fault_campaign.py")
@@ -25,7 +26,8 @@ _spec.loader.exec_module(fault_campaign)
 
 def test_fault_campaign_keeps_every_invariant(db_url: str, store: Store, tmp_path: Path) -> None:
     config = fault_campaign.CampaignConfig(imports=200, seed=7, workers=6, drain_seconds=45.0)
-    with fault_campaign.simulator_process(tmp_path) as (address, legacy_db):
+    legacy_db = tmp_path / "legacy.db"
+    with running_simulator(legacy_db, "--idle-timeout", "0") as address:
         report = fault_campaign.run_campaign(db_url, address, legacy_db, config)
     print(report.render())
 
