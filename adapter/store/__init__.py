@@ -16,6 +16,8 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session_factory = make_session_factory(engine)
+        # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
+        self.local_reads = engine.dialect.name == "sqlite"
 
     @classmethod
     def from_url(cls, url: str) -> Store:

@@ -8,7 +8,6 @@ Everything here is per request; nothing is remembered between requests except in
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -36,7 +35,7 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from adapter import __version__
 from adapter.config import Settings
@@ -46,7 +45,7 @@ from adapter.domain.identity import HandleCodec
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.identity import current_principal
 from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
-from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, run_in_thread
+from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
 
 __all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
@@ -76,12 +75,6 @@ def _handle_of(uri: str) -> str | None:
 def tool_error(code: str, message: str) -> CallToolResult:
     """A business error as the model sees it: ``isError`` with a stable code before the colon."""
     return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")], is_error=True)
-
-
-@functools.cache
-def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema, built once (models are classes; the SDK only reads the dict)."""
-    return model.model_json_schema()
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -153,7 +146,7 @@ class McpGateway:
         # Called on every tools/call (Mcp-Param header check): building the JSON schema anew cost
         # 0.2-0.6 ms of event-loop CPU per call, so it is built once per input model.
         tool = self.tools.get(name)
-        return _json_schema(tool.input_model) if tool is not None else None
+        return json_schema(tool.input_model) if tool is not None else None
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None

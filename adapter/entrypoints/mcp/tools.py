@@ -27,7 +27,7 @@ from adapter.entrypoints.mcp import schemas as s
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy, question, read_answer
 from adapter.services import CancelToken, ImportService
 
-__all__ = ["Call", "Tool", "build_tools", "run_cancellable", "run_in_thread"]
+__all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
 
 T = TypeVar("T")
 
@@ -62,15 +62,33 @@ class Tool:
             name=self.name,
             title=self.title,
             description=self.description,
-            input_schema=self.input_model.model_json_schema(),
-            output_schema=self.output_model.model_json_schema(),
+            input_schema=json_schema(self.input_model),
+            output_schema=json_schema(self.output_model),
             annotations=self.annotations,
         )
+
+
+@functools.cache
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, built once: it costs 0.2-0.6 ms and the SDK asks for it on every call."""
+    return model.model_json_schema()
 
 
 async def run_in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a short blocking service call off the event loop (a cancellation waits for it to end)."""
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+async def run_read(call: Call, fn: Callable[..., T], *args: Any) -> T:
+    """Run a short read-only service call: inline when the store never blocks a reader, else in a thread.
+
+    An embedded SQLite store in WAL mode answers a read from a local file without waiting for any
+    writer, in about 0.1 ms: less than the hop to a worker thread and back. A networked database
+    could stall the event loop, so its reads take the thread.
+    """
+    if call.service.ctx.store.local_reads:
+        return fn(*args)
+    return await run_in_thread(fn, *args)
 
 
 async def run_cancellable(fn: Callable[[CancelToken], T]) -> T:
@@ -212,7 +230,7 @@ async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
 
 
 async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportStatusOut:
-    view = await run_in_thread(call.service.status, call.principal, args.handle)
+    view = await run_read(call, call.service.status, call.principal, args.handle)
     return s.ImportStatusOut(
         handle=view.handle,
         import_id=view.import_id,
