@@ -18,7 +18,7 @@ from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSu
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once
-from adapter.store.reads import IMPORT_BY_DIGEST, OPERATIONS_OF_IMPORT
+from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -149,13 +149,18 @@ def add_records(
 def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
     """The import's current state; an open import past its expiry shows as expired."""
     digest = handle_digest(handle)
-    with ctx.store.read() as connection:  # the hot path: no ORM session (see adapter.store.reads)
-        row = require_owner(principal, connection.execute(IMPORT_BY_DIGEST, {"digest": digest}).one_or_none())
-        operations = connection.execute(OPERATIONS_OF_IMPORT, {"import_id": row.id}).all()
+    with ctx.store.read() as connection:  # the hot path: one statement, no session (adapter.store.reads)
+        rows = connection.execute(IMPORT_WITH_OPERATIONS, {"digest": digest}).all()
+    row = require_owner(principal, rows[0] if rows else None)
+    operations = tuple(
+        OperationSummary(operation_id=r.op_id, kind=r.op_kind, status=r.op_status, created_at=r.op_created_at)
+        for r in rows
+        if r.op_id is not None
+    )
     return to_view(row, handle, ctx, operations)
 
 
-def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[Any]) -> ImportView:
+def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[OperationSummary]) -> ImportView:
     """Build the view from an ORM row or a Core row (both have the columns as attributes)."""
     return ImportView(
         handle=handle,
@@ -167,8 +172,5 @@ def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[Any
         created_at=row.created_at,
         updated_at=row.updated_at,
         legacy_batch_id=row.legacy_batch_id,
-        operations=tuple(
-            OperationSummary(operation_id=op.id, kind=op.kind, status=op.status, created_at=op.created_at)
-            for op in operations
-        ),
+        operations=tuple(operations),
     )

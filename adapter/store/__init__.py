@@ -27,11 +27,14 @@ class Store:
         return UnitOfWork(self._session_factory)
 
     def read(self) -> Connection:
-        """A connection for read-only hot paths (no ORM session; a deferred transaction on SQLite).
+        """A connection for single-statement, read-only hot paths: no ORM session, no transaction.
 
-        Use as ``with store.read() as conn: conn.execute(...)``; it rolls back on exit.
+        Use as ``with store.read() as conn: conn.execute(...)``.
         """
-        return self.engine.connect().execution_options(adapter_read_only=True)
+        connection = self.engine.connect().execution_options(adapter_read_only=True)
+        if not self.local_reads:  # SQLite already runs without BEGIN (see engine.py); others need telling
+            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+        return connection
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -36,9 +36,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        # Reads need no write lock; everything else takes it up front (see the module docstring).
-        read_only = connection.get_execution_options().get("adapter_read_only", False)
-        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        # A read-only statement runs on its own (autocommit); everything else takes the write lock
+        # up front (see the module docstring).
+        if not connection.get_execution_options().get("adapter_read_only", False):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
