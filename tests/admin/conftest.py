@@ -226,6 +226,12 @@ class Running:
 
 
 @pytest.fixture
+def app_server() -> Any:
+    """``serve_in_thread`` for tests that build their own app."""
+    return serve_in_thread
+
+
+@pytest.fixture
 def server(kit: Kit) -> Iterator[Running]:
     with (
         serve_in_thread(create_app(kit, run_maintenance=False)) as url,

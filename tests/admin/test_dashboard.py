@@ -16,15 +16,12 @@ import contextlib
 import dataclasses
 import re
 import secrets
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
@@ -125,32 +122,10 @@ def _filter(**values: Any) -> Any:
     return OperationFilter(**values)
 
 
-@contextlib.contextmanager
-def serve_in_thread(app: Any) -> Iterator[str]:
-    """uvicorn on 127.0.0.1:0 in its own thread and event loop; yields the base URL."""
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="dashboard-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-
-
 @pytest.fixture
-def base_url(ui_kit: Kit) -> Iterator[str]:
+def base_url(ui_kit: Kit, app_server: Any) -> Iterator[str]:
     # No maintenance loop: it would reconcile the unknown outcome before the operator can.
-    with serve_in_thread(create_app(ui_kit, run_maintenance=False)) as url:
+    with app_server(create_app(ui_kit, run_maintenance=False)) as url:
         yield url
 
 

@@ -17,7 +17,18 @@ from fastapi import Depends, HTTPException, Request, status
 from adapter.config import Settings
 from adapter.services.admin import AdminService
 
-__all__ = ["COOKIE", "Admin", "Operator", "Viewer", "admin_enabled", "identify"]
+__all__ = [
+    "COOKIE",
+    "Admin",
+    "Operator",
+    "Viewer",
+    "admin_enabled",
+    "admin_of",
+    "identify",
+    "require_enabled",
+    "settings_of",
+    "token_of",
+]
 
 COOKIE = "adapter_admin"
 Role = Literal["operator", "viewer"]
@@ -42,26 +53,32 @@ def identify(settings: Settings, token: str | None) -> Identity | None:
     return None
 
 
-def _token(request: Request) -> str | None:
+def token_of(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         return header[7:].strip()
     return request.cookies.get(COOKIE)
 
 
-def _settings(request: Request) -> Settings:
+def settings_of(request: Request) -> Settings:
     return request.app.state.kit.settings  # type: ignore[no-any-return]
 
 
-def _service(request: Request) -> AdminService:
+def admin_of(request: Request) -> AdminService:
     return request.app.state.kit.admin  # type: ignore[no-any-return]
 
 
-def require_viewer(request: Request) -> Identity:
-    settings = _settings(request)
+def require_enabled(request: Request) -> Settings:
+    """The settings, or 404 for every admin path when no admin token is configured."""
+    settings = settings_of(request)
     if not admin_enabled(settings):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
-    identity = identify(settings, _token(request))
+    return settings
+
+
+def require_viewer(request: Request) -> Identity:
+    settings = require_enabled(request)
+    identity = identify(settings, token_of(request))
     if identity is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
@@ -79,4 +96,4 @@ def require_operator(identity: Annotated[Identity, Depends(require_viewer)]) -> 
 
 Viewer = Annotated[Identity, Depends(require_viewer)]
 Operator = Annotated[Identity, Depends(require_operator)]
-Admin = Annotated[AdminService, Depends(_service)]
+Admin = Annotated[AdminService, Depends(admin_of)]

@@ -49,9 +49,16 @@ from fastapi.templating import Jinja2Templates
 from adapter.config import Settings
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
 from adapter.domain.states import OperationKind, OperationState
-from adapter.entrypoints.admin.deps import COOKIE, Identity, admin_enabled, identify
+from adapter.entrypoints.admin.deps import (
+    COOKIE,
+    Identity,
+    admin_of,
+    identify,
+    require_enabled,
+    token_of,
+)
 from adapter.ports.legacy import LegacyError
-from adapter.services.admin import AdminService, NotFound, OperationFilter
+from adapter.services.admin import NotFound, OperationFilter
 
 __all__ = ["router"]
 
@@ -243,29 +250,6 @@ router = APIRouter(prefix=PREFIX, tags=["dashboard"], include_in_schema=False, r
 # --- who is asking ---------------------------------------------------------------------------------
 
 
-def _settings(request: Request) -> Settings:
-    return request.app.state.kit.settings  # type: ignore[no-any-return]
-
-
-def _admin(request: Request) -> AdminService:
-    return request.app.state.kit.admin  # type: ignore[no-any-return]
-
-
-def _enabled(request: Request) -> Settings:
-    """404 for every dashboard path when no admin token is configured (the rule of ``deps.py``)."""
-    settings = _settings(request)
-    if not admin_enabled(settings):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
-    return settings
-
-
-def _token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    return request.cookies.get(COOKIE)
-
-
 def _safe_next(value: str | None) -> str:
     """Where to go after logging in: a dashboard path of this site, never another site."""
     if value and value.startswith(PREFIX) and not value.startswith("//") and "\\" not in value:
@@ -275,8 +259,8 @@ def _safe_next(value: str | None) -> str:
     return PREFIX
 
 
-def _viewer(request: Request, settings: Annotated[Settings, Depends(_enabled)]) -> Identity:
-    identity = identify(settings, _token(request))
+def _viewer(request: Request, settings: Annotated[Settings, Depends(require_enabled)]) -> Identity:
+    identity = identify(settings, token_of(request))
     if identity is None:
         wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         target = PREFIX + "/login"
@@ -287,7 +271,7 @@ def _viewer(request: Request, settings: Annotated[Settings, Depends(_enabled)]) 
     return identity
 
 
-def _same_site(request: Request, settings: Annotated[Settings, Depends(_enabled)]) -> None:
+def _same_site(request: Request, settings: Annotated[Settings, Depends(require_enabled)]) -> None:
     """The Origin/Referer half of the CSRF defence (see the module docstring)."""
     origin = request.headers.get("origin")
     if origin is None or origin == "null":
@@ -318,7 +302,7 @@ SameSite = Depends(_same_site)
 
 
 @router.get("/static/{name}")
-def static_file(name: str, settings: Annotated[Settings, Depends(_enabled)]) -> FileResponse:
+def static_file(name: str, settings: Annotated[Settings, Depends(require_enabled)]) -> FileResponse:
     files = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()}
     if name not in files:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "Not Found")
@@ -330,11 +314,11 @@ def static_file(name: str, settings: Annotated[Settings, Depends(_enabled)]) -> 
 @router.get("/login")
 def login_form(
     request: Request,
-    settings: Annotated[Settings, Depends(_enabled)],
+    settings: Annotated[Settings, Depends(require_enabled)],
     next: Annotated[str | None, Query(max_length=2000)] = None,
     logged_out: bool = False,
 ) -> Response:
-    who = identify(settings, _token(request))
+    who = identify(settings, token_of(request))
     if who is not None:
         return RedirectResponse(_safe_next(next), status.HTTP_303_SEE_OTHER)
     context = {"next": _safe_next(next), "error": None, "logged_out": logged_out}
@@ -344,7 +328,7 @@ def login_form(
 @router.post("/login", dependencies=[SameSite])
 def login(
     request: Request,
-    settings: Annotated[Settings, Depends(_enabled)],
+    settings: Annotated[Settings, Depends(require_enabled)],
     token: Annotated[str, Form(max_length=1000)] = "",
     next: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
@@ -370,7 +354,7 @@ def login(
 
 
 @router.post("/logout", dependencies=[SameSite])
-def logout(request: Request, settings: Annotated[Settings, Depends(_enabled)]) -> Response:
+def logout(request: Request, settings: Annotated[Settings, Depends(require_enabled)]) -> Response:
     response = RedirectResponse(PREFIX + "/login?logged_out=1", status.HTTP_303_SEE_OTHER)
     response.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
     return response
@@ -397,7 +381,7 @@ def overview(
     cursor: Annotated[str | None, Query(max_length=2000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = PAGE_SIZE,
 ) -> Response:
-    admin = _admin(request)
+    admin = admin_of(request)
     values = {
         "status": _clean(status_),
         "kind": _clean(kind),
@@ -449,7 +433,7 @@ def _detail(
     request: Request, who: Identity, operation_id: str, *, status_code: int = 200, **extra: Any
 ) -> Response:
     try:
-        detail = _admin(request).get_operation(operation_id)
+        detail = admin_of(request).get_operation(operation_id)
     except (OperationNotFound, NotFound):
         raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
     done = extra.pop("done", None)
@@ -504,7 +488,7 @@ def operation_action(
         )
     else:
         try:
-            _admin(request).act(operation_id, action, actor=who.actor, reason=reason_text)
+            admin_of(request).act(operation_id, action, actor=who.actor, reason=reason_text)
         except OperationNotFound:
             raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
         except InvalidRequest as exc:
