@@ -32,7 +32,7 @@ from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.leases import lease_is_free, new_lease_owner, take_lease
-from adapter.store.tables import OperationRow
+from adapter.store.tables import EventRow, OperationRow
 
 __all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
 
@@ -120,7 +120,7 @@ def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str
         return None  # another reconciler or worker got there first
 
 
-def _commit_sent_at(events: list) -> datetime | None:  # type: ignore[type-arg]
+def _commit_sent_at(events: list[EventRow]) -> datetime | None:
     sent = [
         e.created_at
         for e in events

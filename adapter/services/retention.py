@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import Select, delete, exists, select
+from sqlalchemy.orm import InstrumentedAttribute
 
 from adapter.domain.states import ImportState, OperationState, transition
 from adapter.services.context import ServiceContext
@@ -98,7 +100,9 @@ def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 50
     return PurgeReport(operations=operations, imports=imports, staged_records=staged, events=events)
 
 
-def _purge(ctx: ServiceContext, ids_query, column, batch: int) -> int:  # type: ignore[no-untyped-def]
+def _purge(
+    ctx: ServiceContext, ids_query: Select[Any], column: InstrumentedAttribute[Any], batch: int
+) -> int:
     total = 0
     while True:
         with ctx.store.unit_of_work() as uow:

@@ -95,9 +95,10 @@ class McpGateway:
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
-        ttl = settings.local_ttl_seconds if settings.local_mode else settings.default_ttl_seconds
-        self._default_ttl = ttl
-        self.tools: dict[str, Tool] = {tool.name: tool for tool in build_tools(ttl)}
+        # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
+        self.tools: dict[str, Tool] = {
+            tool.name: tool for tool in build_tools(service.ctx.default_ttl_seconds)
+        }
         self._confirm = ConfirmPolicy(
             settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
         )
@@ -163,7 +164,7 @@ class McpGateway:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
             return tool_error("validation_error", _validation_message(exc))
-        call = Call(self._principal(), self.service, ctx, params, self._confirm, self._default_ttl)
+        call = Call(self._principal(), self.service, ctx, params, self._confirm)
         try:
             out = await tool.run(call, args)
         except AdapterError as exc:

@@ -41,7 +41,6 @@ class Call:
     ctx: ServerRequestContext[Any, Any]
     params: CallToolRequestParams
     confirm: ConfirmPolicy
-    default_ttl_seconds: int | None
 
 
 ToolFn = Callable[[Call, Any], Awaitable[BaseModel | InputRequiredResult]]
@@ -110,9 +109,12 @@ async def run_cancellable(fn: Callable[[CancelToken], T]) -> T:
 
 
 async def begin_import(call: Call, args: s.BeginImportIn) -> s.BeginImportOut:
-    ttl = args.ttl_seconds if args.ttl_seconds is not None else call.default_ttl_seconds
     result = await run_in_thread(
-        call.service.begin, call.principal, args.target, idempotency_key=args.idempotency_key, ttl_seconds=ttl
+        call.service.begin,
+        call.principal,
+        args.target,
+        idempotency_key=args.idempotency_key,
+        ttl_seconds=args.ttl_seconds,
     )
     return s.BeginImportOut(
         handle=result.handle,
