@@ -385,14 +385,24 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def click_and_load(driver: Any, element: Any) -> None:
     """Click something that submits a form or follows a link, and wait for the next page to load."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
+
+    def old_page_gone(_: Any) -> bool:
+        # Chromium reports a node of an unloaded document either as stale or, at times, as a node
+        # "that does not belong to the document": both mean the old page is gone.
+        try:
+            page.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
     wait = WebDriverWait(driver, 20)
-    wait.until(expected_conditions.staleness_of(page))
+    wait.until(old_page_gone)
     wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
