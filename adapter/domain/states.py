@@ -68,7 +68,8 @@ OPERATION_TERMINAL = frozenset(
 
 _I = ImportState
 IMPORT_TRANSITIONS: dict[ImportState, frozenset[ImportState]] = {
-    _I.OPEN: frozenset({_I.COMMITTING, _I.ABORTED, _I.EXPIRED}),
+    # OPEN -> COMMITTED only when a COMMIT reconciled as "not committed" turns out to have landed.
+    _I.OPEN: frozenset({_I.COMMITTING, _I.ABORTED, _I.EXPIRED, _I.COMMITTED}),
     # A commit that ends without COMMIT being sent (cancelled, failed) returns the import to open.
     _I.COMMITTING: frozenset({_I.COMMITTED, _I.OPEN, _I.OUTCOME_UNKNOWN}),
     # Reconciliation resolves an unknown outcome one way or the other.

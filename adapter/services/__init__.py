@@ -16,7 +16,7 @@ from adapter.services.abort import abort_import, compensate_import
 from adapter.services.commit import commit_import
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
 from adapter.services.imports import add_records, begin_import, import_status
-from adapter.services.listing import ImportPage, changed_handles_since, latest_event_id, list_imports
+from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
 from adapter.services.reconcile import Resolution, reconcile_operation, reconcile_pass
@@ -83,11 +83,9 @@ class ImportService:
     def list_imports(self, principal: Principal, *, cursor: str | None, limit: int) -> ImportPage:
         return list_imports(self.ctx, principal, cursor=cursor, limit=limit)
 
-    def latest_event_id(self) -> int:
-        return latest_event_id(self.ctx)
-
-    def changed_handles_since(self, last_id: int) -> tuple[int, list[str]]:
-        return changed_handles_since(self.ctx, last_id)
+    def follow_changes(self) -> ChangeFollower:
+        """A follower of the event table that names changed imports (the subscription feed)."""
+        return ChangeFollower(self.ctx)
 
     def reconcile(self, operation_id: str | None = None) -> list[Resolution]:
         """Reconcile one operation, or every candidate when ``operation_id`` is None."""

@@ -42,6 +42,7 @@ from adapter.ports.legacy import (
 )
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
+from adapter.services.findings import judge
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
 from adapter.services.imports import validate_key
 from adapter.services.leases import Heartbeat, new_lease_owner, take_lease
@@ -97,6 +98,15 @@ class StagedRecordsMismatch(Exception):
 
 class _LeaseLost(Exception):
     """Another worker (a reconciler) took the operation over: this one must not act on it."""
+
+
+class _NeedsOperator(Exception):
+    """The legacy system holds something a person must look at (found when asking before COMMIT)."""
+
+    def __init__(self, finding: str, legacy_batch_id: str) -> None:
+        super().__init__(finding)
+        self.finding = finding
+        self.legacy_batch_id = legacy_batch_id
 
 
 class _Cancelled(Exception):
@@ -238,6 +248,16 @@ def _execute(
         return _finish(
             ctx, claim, OperationState.CANCELLED, ImportState.OPEN, point="cancelled_before_commit"
         )
+    except _NeedsOperator as exc:
+        return _finish(
+            ctx,
+            claim,
+            OperationState.NEEDS_OPERATOR,
+            ImportState.COMMITTED,
+            point="asked_before_commit",
+            error={"code": exc.finding},
+            legacy_batch_id=exc.legacy_batch_id,
+        )
     except _LeaseLost:
         log.warning("commit %s: lease lost before COMMIT; leaving it to its new owner", claim.operation_id)
         return _current_answer(ctx, claim)
@@ -290,6 +310,9 @@ def _attempt(
         # This operation ran before: never send COMMIT again without asking whether it landed.
         known = ctx.legacy.batch_status(claim.batch_ref)
         if known.committed:
+            finding, _, _ = judge(known, claim.total)
+            if finding != "committed":  # landed twice, or with other records than are staged now
+                raise _NeedsOperator(finding, known.batches[0].legacy_batch_id)
             first = known.batches[0]
             return CommittedBatch(first.legacy_batch_id, first.record_count)
     session = ctx.legacy.open_session()
@@ -311,7 +334,7 @@ def _attempt(
             raise
         # Before COMMIT nothing can have been applied: an unknown BEGIN or ADD only lost the session.
         raise LegacyTransient(str(exc)) from exc
-    except (_Cancelled, _LeaseLost, LegacyTransient, LegacyFailed):
+    except (_Cancelled, _LeaseLost, _NeedsOperator, LegacyTransient, LegacyFailed):
         with contextlib.suppress(LegacyError):
             session.rollback()
         raise
@@ -432,8 +455,13 @@ def _finish(
             row = uow.imports.get(claim.import_id)
             assert row is not None
             if operation.status != OperationState.IN_PROGRESS.value:
-                # A reconciler took over and already recorded the outcome (it asked the legacy
-                # system): answer from that record rather than fail on an import state it changed.
+                if status is OperationState.SUCCEEDED and operation.status == OperationState.FAILED.value:
+                    # A reconciler believed "not committed" but our COMMIT did land: the record
+                    # must say so, or a later commit would make a second batch.
+                    _record_late_commit(uow, operation, row, result or {}, legacy_batch_id)
+                    uow.commit()
+                # Otherwise a reconciler took over and already recorded the outcome (it asked the
+                # legacy system): answer from that record rather than fail on a state it changed.
                 return _answer(operation, row, claim.handle)
             operation.status = status.value
             operation.recovery_point = point
@@ -470,6 +498,28 @@ def _finish(
             )
 
     return retry_on_conflict(write)
+
+
+def _record_late_commit(
+    uow: UnitOfWork, operation: OperationRow, row: ImportRow, result: dict[str, Any], batch_id: str | None
+) -> None:
+    """Correct a ``not_committed`` verdict with the proof in hand: the legacy system took the batch."""
+    if row.state == ImportState.OPEN.value:
+        operation.status = OperationState.SUCCEEDED.value
+        operation.result = result
+        operation.error = None
+        transition(row, ImportState.COMMITTED)
+        row.legacy_batch_id = batch_id
+    else:  # the import moved on meanwhile (aborted, or committing again): a person must decide
+        operation.status = OperationState.NEEDS_OPERATOR.value
+        operation.error = {"code": "committed_after_reconciled_not_committed", "legacy_batch_id": batch_id}
+    uow.events.record(
+        "operation.late_commit_recorded",
+        import_id=row.id,
+        operation_id=operation.id,
+        state=operation.status,
+        detail={"legacy_batch_id": batch_id},
+    )
 
 
 def _current_answer(ctx: ServiceContext, claim: _Claim) -> CommitResult:

@@ -15,9 +15,6 @@ import threading
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm.exc import StaleDataError
-
 from adapter.services.context import ServiceContext
 from adapter.store.tables import OperationRow
 
@@ -47,18 +44,18 @@ def take_lease(operation: OperationRow, owner: str, now: datetime, seconds: floa
 
 
 def renew_lease(ctx: ServiceContext, operation_id: str, owner: str | None = None) -> bool:
-    """Extend our lease; False if it is no longer ours (taken over, or released)."""
+    """Extend our lease; False if it is no longer ours (taken over, or released).
+
+    One compare-and-set UPDATE: there is no read before the write, so a concurrent write to the row
+    (often our own worker's recovery point) cannot make a live lease look lost. The version still
+    moves, so a writer that read the row before the renewal retries its own write.
+    """
     owner = owner or ctx.worker_id
-    try:
-        with ctx.store.unit_of_work() as uow:
-            operation = uow.operations.get(operation_id)
-            if operation is None or operation.lease_owner != owner:
-                return False
-            take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
-            uow.commit()
-            return True
-    except (StaleDataError, IntegrityError):
-        return False
+    expires = ctx.clock() + timedelta(seconds=ctx.commit_policy.lease_seconds)
+    with ctx.store.unit_of_work() as uow:
+        renewed = uow.operations.extend_lease(operation_id, owner, expires)
+        uow.commit()
+    return renewed
 
 
 class Heartbeat:
@@ -70,14 +67,12 @@ class Heartbeat:
         self._owner = owner or ctx.worker_id
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{operation_id[:8]}", daemon=True)
-        self.lost = False
 
     def _beat(self) -> None:
         interval = self._ctx.commit_policy.lease_seconds / 3
         while not self._stop.wait(interval):
             try:
                 if not renew_lease(self._ctx, self._operation_id, self._owner):
-                    self.lost = True
                     log.warning("lease on operation %s was lost", self._operation_id)
                     return
             except Exception:  # the store is briefly unavailable: try again next beat

@@ -17,7 +17,7 @@ from adapter.domain.views import ImportView
 from adapter.services.context import ServiceContext
 from adapter.services.imports import to_view
 
-__all__ = ["ImportPage", "changed_handles_since", "latest_event_id", "list_imports"]
+__all__ = ["ChangeFollower", "ImportPage", "list_imports"]
 
 _PURPOSE = "imports/list"
 
@@ -60,20 +60,32 @@ def list_imports(ctx: ServiceContext, principal: Principal, *, cursor: str | Non
     return ImportPage(items=items, next_cursor=next_cursor)
 
 
-def latest_event_id(ctx: ServiceContext) -> int:
-    with ctx.store.unit_of_work() as uow:
-        return uow.events.latest_id()
+class ChangeFollower:
+    """Follows the event table and names the imports that changed, for ``resources/updated``.
 
-
-def changed_handles_since(ctx: ServiceContext, last_id: int, limit: int = 500) -> tuple[int, list[str]]:
-    """Handles of imports that changed after event ``last_id``, and the new high-water mark.
-
-    This feeds ``notifications/resources/updated``: it reads the event table, so every worker sees
-    the changes every other worker made.
+    It reads the table, so every worker sees the changes every other worker (or the reconciler, or
+    an operator) made. Event ids come from a sequence, but transactions commit in any order: an
+    event with a lower id can become visible after a higher one. So each poll re-reads a window of
+    ``overlap`` ids below the highest seen and skips the events it has already reported.
     """
-    with ctx.store.unit_of_work() as uow:
-        events = uow.events.after(last_id, limit)
-    if not events:
-        return last_id, []
-    import_ids = list(dict.fromkeys(e.import_id for e in events if e.import_id is not None))
-    return events[-1].id, [ctx.codec.handle_for(import_id) for import_id in import_ids]
+
+    def __init__(self, ctx: ServiceContext, *, overlap: int = 1000, batch: int = 2000) -> None:
+        self._ctx = ctx
+        self._overlap = overlap
+        self._batch = batch
+        with ctx.store.unit_of_work() as uow:
+            self._high = uow.events.latest_id()
+            # What is already there is history, not news: a new listener is not told about it.
+            self._seen = {e.id for e in uow.events.after(max(0, self._high - overlap), batch)}
+
+    def poll(self) -> list[str]:
+        """Handles of the imports with events not reported before, oldest first, each once."""
+        with self._ctx.store.unit_of_work() as uow:
+            events = uow.events.after(max(0, self._high - self._overlap), self._batch)
+        fresh = [e for e in events if e.id not in self._seen and e.id > self._high - self._overlap]
+        if events:
+            self._high = max(self._high, events[-1].id)
+        self._seen.update(e.id for e in fresh)
+        self._seen = {i for i in self._seen if i > self._high - self._overlap}
+        import_ids = dict.fromkeys(e.import_id for e in fresh if e.import_id is not None)
+        return [self._ctx.codec.handle_for(import_id) for import_id in import_ids]

@@ -27,9 +27,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.domain.states import OperationKind, OperationState, transition
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
+from adapter.services.findings import judge
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.leases import lease_is_free, new_lease_owner, take_lease
 from adapter.store.tables import EventRow, OperationRow
@@ -164,7 +165,7 @@ def _record(
                 return None  # the commit finished (or someone else acted) meanwhile: its record stands
             row = uow.imports.get(operation.import_id)
             assert row is not None
-            finding, op_state, import_state = _decide(status, row.record_count)
+            finding, op_state, import_state = judge(status, row.record_count)
             operation.status = op_state.value
             operation.lease_owner = None
             operation.lease_expires_at = None
@@ -208,13 +209,3 @@ def _record(
         resolution.finding,
     )
     return resolution
-
-
-def _decide(status: BatchStatus, staged: int) -> tuple[str, OperationState, ImportState]:
-    if not status.committed:
-        return "not_committed", OperationState.FAILED, ImportState.OPEN
-    if len(status.batches) > 1:
-        return "committed_more_than_once", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
-    if status.batches[0].record_count != staged:
-        return "committed_with_wrong_record_count", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
-    return "committed", OperationState.SUCCEEDED, ImportState.COMMITTED

@@ -16,6 +16,8 @@ __all__ = ["make_engine", "make_session_factory"]
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
+    # Parameters are record contents and user input: never let an error message carry them to a log.
+    kwargs.setdefault("hide_parameters", True)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         _configure_sqlite(engine)

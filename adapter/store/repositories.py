@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, tuple_
+from sqlalchemy import delete, func, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
@@ -15,6 +15,7 @@ from adapter.store.tables import (
     ImportRow,
     OperationRow,
     StagedRecordRow,
+    utcnow,
 )
 
 __all__ = [
@@ -150,6 +151,16 @@ class OperationRepository:
                 .order_by(OperationRow.created_at, OperationRow.id)
             )
         )
+
+    def extend_lease(self, operation_id: str, owner: str, expires_at: datetime) -> bool:
+        """Compare-and-set: move the lease's expiry if ``owner`` still holds it."""
+        result = self._session.execute(
+            update(OperationRow)
+            .where(OperationRow.id == operation_id, OperationRow.lease_owner == owner)
+            .values(lease_expires_at=expires_at, version=OperationRow.version + 1, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def latest_commit(self, import_id: str) -> OperationRow | None:
         return self._session.scalars(

@@ -233,6 +233,20 @@ def test_no_or_a_wrong_token_is_401(server: Any, alice: Principal) -> None:
     assert by_cookie.status_code == 200
 
 
+def test_the_dashboard_cookie_alone_cannot_act_through_the_api(
+    server: Any, legacy_engine: LegacyEngine, alice: Principal
+) -> None:
+    """A browser attaches the cookie to any request it is tricked into sending; actions need the header."""
+    unknown = server.outcome_unknown(alice, legacy_engine)
+    cookie = {"Cookie": f"adapter_admin={server.operator_token}", "Origin": "http://127.0.0.1:1"}
+
+    refused = server.http.post(f"{server.url}{OPS}/{unknown.operation_id}/reconcile", headers=cookie)
+
+    assert refused.status_code == 401, refused.text
+    assert server.detail(unknown.operation_id)["audit"] == []
+    assert server.post(f"{OPS}/{unknown.operation_id}/reconcile").status_code == 200
+
+
 @pytest.mark.parametrize("settings_overrides", [{"admin_token": None, "admin_readonly_token": None}])
 def test_without_an_admin_token_admin_does_not_exist(server: Any, alice: Principal) -> None:
     server.staged(alice)

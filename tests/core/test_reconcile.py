@@ -13,6 +13,7 @@ from freezegun import freeze_time
 
 from adapter.domain.errors import HandleExpired
 from adapter.domain.identity import Principal
+from adapter.domain.states import ImportState, OperationState
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import ImportService
 from adapter.services import abort as abort_flow
@@ -258,3 +259,62 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
         with service.ctx.store.unit_of_work() as uow:
             assert uow.operations.get(pending.operation_id) is not None
             assert uow.operations.by_key(alice.tenant, alice.subject, "commit", "old") is None
+
+
+def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded_as_committed(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
+    handle = staged(service, alice)
+    with freeze_time(service.ctx.clock()) as frozen:
+        operation_id = crash_during_replay(service, alice, handle)
+        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+        [resolution] = service.reconcile()
+    assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
+    late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
+    claim = commit_flow._Claim(
+        handle,
+        operation_id,
+        service.status(alice, handle).import_id,
+        commit_flow.batch_ref_for(operation_id),
+        5,
+    )
+
+    answer = commit_flow._finish(
+        service.ctx,
+        claim,
+        OperationState.SUCCEEDED,
+        ImportState.COMMITTED,
+        point="committed",
+        result={"legacy_batch_id": late["legacy_batch_id"], "record_count": 5},
+        legacy_batch_id=late["legacy_batch_id"],
+    )
+
+    assert (answer.status, answer.legacy_batch_id) == ("committed", late["legacy_batch_id"])
+    view = service.status(alice, handle)
+    assert (view.status, view.legacy_batch_id) == ("committed", late["legacy_batch_id"])
+    assert service.commit(alice, handle).legacy_batch_id == late["legacy_batch_id"]
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice)
+    with freeze_time(service.ctx.clock()) as frozen:
+        operation_id = crash_during_replay(service, alice, handle, key="k")
+        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+        service.reconcile()
+    service.add(alice, handle, records(2))  # open again, so more records may come
+    legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
+
+    retried = service.commit(alice, handle, idempotency_key="k")
+
+    operation = service.operation_status(alice, operation_id=operation_id)
+    assert (operation.status, operation.error["code"]) == (
+        "needs_operator",
+        "committed_with_wrong_record_count",
+    )
+    assert retried.status == "outcome_unknown"
+    assert service.status(alice, handle).status == "committed"
+    assert len(legacy_engine.committed_batches()) == 1

@@ -69,4 +69,8 @@ def test_every_state_has_a_transition_entry_and_final_states_have_none() -> None
     assert set(IMPORT_TRANSITIONS) == set(ImportState)
     for final in (ImportState.ABORTED, ImportState.COMPENSATED, ImportState.EXPIRED):
         assert IMPORT_TRANSITIONS[final] == frozenset()
-    assert ImportState.COMMITTED not in IMPORT_TRANSITIONS[ImportState.OPEN]
+    # Open to committed happens only when a COMMIT reconciled as "not committed" proves to have landed.
+    assert IMPORT_TRANSITIONS[ImportState.OPEN] == {
+        ImportState.COMMITTING, ImportState.ABORTED, ImportState.EXPIRED, ImportState.COMMITTED,
+    }
+    assert ImportState.OPEN not in IMPORT_TRANSITIONS[ImportState.COMMITTED]

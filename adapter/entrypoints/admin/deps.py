@@ -88,9 +88,18 @@ def require_viewer(request: Request) -> Identity:
     return identity
 
 
-def require_operator(identity: Annotated[Identity, Depends(require_viewer)]) -> Identity:
+def require_operator(request: Request, identity: Annotated[Identity, Depends(require_viewer)]) -> Identity:
+    """An operator acting through the API. Actions need the Authorization header: a browser sends
+    the dashboard's cookie by itself, so a cookie alone must not be able to act here (the dashboard's
+    own forms carry their CSRF check)."""
     if identity.role != "operator":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "viewers may look but not act")
+    if not request.headers.get("authorization", "").lower().startswith("bearer "):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "actions need the operator token in the Authorization header",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return identity
 
 

@@ -25,10 +25,10 @@ log = logging.getLogger("adapter.feed")
 
 async def run_event_feed(service: ImportService, bus: SubscriptionBus, interval: float = 0.2) -> None:
     """Publish one update per changed import, forever (cancel the task to stop)."""
-    last_id = await run_in_thread(service.latest_event_id)
+    follower = await run_in_thread(service.follow_changes)
     while True:
         try:
-            last_id, handles = await run_in_thread(service.changed_handles_since, last_id)
+            handles = await run_in_thread(follower.poll)
             for handle in handles:
                 await bus.publish(ResourceUpdated(uri=import_uri(handle)))
         except Exception:  # a database hiccup must not end the feed
