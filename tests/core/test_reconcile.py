@@ -113,6 +113,16 @@ def crash_during_replay(service: ImportService, who: Principal, handle: str, key
     return claim.operation_id
 
 
+def crash_and_reconcile(
+    service: ImportService, who: Principal, handle: str, key: str | None = None
+) -> tuple[str, list[Any]]:
+    """A worker dies mid-replay, its lease runs out, and the reconciler resolves what it left."""
+    with freeze_time(service.ctx.clock()) as frozen:
+        operation_id = crash_during_replay(service, who, handle, key=key)
+        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+        return operation_id, service.reconcile()
+
+
 def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
@@ -141,10 +151,7 @@ def test_a_retried_operation_asks_before_committing_again(
 ) -> None:
     """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
     handle = staged(service, alice)
-    with freeze_time(service.ctx.clock()) as frozen:
-        operation_id = crash_during_replay(service, alice, handle, key="k")
-        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
-        service.reconcile()
+    operation_id, _ = crash_and_reconcile(service, alice, handle, key="k")
     # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
 
@@ -266,10 +273,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
 ) -> None:
     """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
     handle = staged(service, alice)
-    with freeze_time(service.ctx.clock()) as frozen:
-        operation_id = crash_during_replay(service, alice, handle)
-        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
-        [resolution] = service.reconcile()
+    operation_id, [resolution] = crash_and_reconcile(service, alice, handle)
     assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
     claim = commit_flow._Claim(
@@ -301,10 +305,7 @@ def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     handle = staged(service, alice)
-    with freeze_time(service.ctx.clock()) as frozen:
-        operation_id = crash_during_replay(service, alice, handle, key="k")
-        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
-        service.reconcile()
+    operation_id, _ = crash_and_reconcile(service, alice, handle, key="k")
     service.add(alice, handle, records(2))  # open again, so more records may come
     legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
 

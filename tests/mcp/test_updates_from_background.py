@@ -30,14 +30,19 @@ async def next_update(subscription: Any) -> str:
         return str((await subscription.__anext__()).uri)
 
 
+async def staged_import(server: Any, client: Any) -> tuple[str, str]:
+    """An import with one staged record: (handle, its resource URI)."""
+    handle = server.structured(await client.call_tool("begin_import", {"target": "customers"}))["handle"]
+    await client.call_tool("add_record", {"handle": handle, "record": {"a": 1}})
+    return handle, f"import://{handle}"
+
+
 @QUIET
 async def test_a_reconciliation_notifies_the_imports_subscriber(
     server: Any, kit: Kit, legacy_engine: Any
 ) -> None:
     async with server.client() as alice:
-        handle = server.structured(await alice.call_tool("begin_import", {"target": "customers"}))["handle"]
-        uri = f"import://{handle}"
-        await alice.call_tool("add_record", {"handle": handle, "record": {"a": 1}})
+        handle, uri = await staged_import(server, alice)
         async with alice.listen(resource_subscriptions=[uri]) as subscription:
             legacy_engine.update_faults(drop_after_commit=1.0)
             unknown = server.structured(await alice.call_tool("commit_import", {"handle": handle}))
@@ -61,9 +66,7 @@ async def test_an_operator_compensation_notifies_the_imports_subscriber(
     server: Any, kit: Kit, legacy_engine: Any
 ) -> None:
     async with server.client() as alice:
-        handle = server.structured(await alice.call_tool("begin_import", {"target": "customers"}))["handle"]
-        uri = f"import://{handle}"
-        await alice.call_tool("add_record", {"handle": handle, "record": {"a": 1}})
+        handle, uri = await staged_import(server, alice)
         committed = server.structured(await alice.call_tool("commit_import", {"handle": handle}))
         async with alice.listen(resource_subscriptions=[uri]) as subscription:
             await drain(subscription)
