@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __all__ = [
     "AdapterError",
+    "ConfirmationStale",
+    "ConfirmationUsed",
     "HandleExpired",
     "HandleNotFound",
     "IdempotencyKeyReused",
@@ -74,3 +76,28 @@ class OperationNotFound(AdapterError):
 
     def __init__(self) -> None:
         super().__init__("no operation with this id or idempotency key")
+
+
+class ConfirmationStale(AdapterError):
+    """The import changed after the person was asked: their answer does not cover what is staged now.
+
+    ``current`` is what a new question would describe (a ``CommitSubject``), or None when the import
+    can no longer be committed at all.
+    """
+
+    code = "confirmation_stale"
+
+    def __init__(self, current: object | None) -> None:
+        super().__init__("the import changed after the confirmation was asked; nothing was committed")
+        self.current = current
+
+
+class ConfirmationUsed(AdapterError):
+    """A confirmation round was already answered otherwise: an answer cannot be changed by replaying it."""
+
+    code = "confirmation_used"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this confirmation round was already answered; nothing was committed; call commit_import again"
+        )

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from adapter.domain.confirmation import CommitSubject
 from adapter.domain.identity import Principal
 from adapter.domain.views import AbortResult, AddResult, BeginResult, CommitResult, ImportView, OperationView
 from adapter.services.abort import abort_import, compensate_import
 from adapter.services.commit import commit_import
+from adapter.services.confirmation import Decision, commit_subject, mark_stale, record_decision
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
 from adapter.services.imports import add_records, begin_import, import_status
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
@@ -24,6 +26,7 @@ from adapter.services.reconcile import Resolution, reconcile_operation, reconcil
 __all__ = [
     "CancelToken",
     "CommitPolicy",
+    "Decision",
     "ImportPage",
     "ImportService",
     "ProgressCallback",
@@ -62,10 +65,31 @@ class ImportService:
         idempotency_key: str | None = None,
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,
+        expect: CommitSubject | None = None,
     ) -> CommitResult:
         return commit_import(
-            self.ctx, principal, handle, idempotency_key=idempotency_key, progress=progress, cancel=cancel
+            self.ctx,
+            principal,
+            handle,
+            idempotency_key=idempotency_key,
+            progress=progress,
+            cancel=cancel,
+            expect=expect,
         )
+
+    def confirmation_subject(self, principal: Principal, handle: str) -> CommitSubject | None:
+        """What a commit confirmation would describe now (None: nothing to confirm)."""
+        return commit_subject(self.ctx, principal, handle)
+
+    def record_confirmation(
+        self, principal: Principal, round_id: str, subject: CommitSubject, decision: Decision
+    ) -> Decision:
+        """Store the first answer of a confirmation round; refuse a different later one."""
+        return record_decision(self.ctx, principal, round_id, subject, decision)
+
+    def confirmation_stale(self, round_id: str) -> None:
+        """Mark an accepted round whose import changed before the commit: it never commits."""
+        mark_stale(self.ctx, round_id)
 
     def abort(self, principal: Principal, handle: str) -> AbortResult:
         return abort_import(self.ctx, principal, handle)

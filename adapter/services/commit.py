@@ -28,7 +28,8 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from adapter.domain.errors import HandleExpired, InvalidState
+from adapter.domain.confirmation import CommitSubject
+from adapter.domain.errors import ConfirmationStale, HandleExpired, InvalidState
 from adapter.domain.identity import Principal, fingerprint
 from adapter.domain.states import ImportState, OperationKind, OperationState, transition
 from adapter.domain.views import CommitResult
@@ -121,15 +122,19 @@ def commit_import(
     idempotency_key: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    expect: CommitSubject | None = None,
 ) -> CommitResult:
     """Commit the import's staged records as one legacy batch, at most once.
 
-    Raises HandleNotFound, HandleExpired, IdempotencyKeyReused, InvalidState. Every legacy outcome
-    is returned as a CommitResult status, never raised.
+    ``expect`` is what a person confirmed: the commit starts only if the import still is exactly
+    that (checked in the claim transaction, so no record can slip in between).
+
+    Raises HandleNotFound, HandleExpired, IdempotencyKeyReused, InvalidState, ConfirmationStale.
+    Every legacy outcome is returned as a CommitResult status, never raised.
     """
     key = validate_key(idempotency_key)
     request = fingerprint("commit", {"handle": ctx.codec.digest(handle)})
-    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request))
+    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request, expect))
     if isinstance(claim, CommitResult):
         return claim
     return _execute(ctx, claim, progress, cancel)
@@ -139,7 +144,12 @@ def commit_import(
 
 
 def _claim(
-    ctx: ServiceContext, principal: Principal, handle: str, key: str | None, request: str
+    ctx: ServiceContext,
+    principal: Principal,
+    handle: str,
+    key: str | None,
+    request: str,
+    expect: CommitSubject | None,
 ) -> _Claim | CommitResult:
     with ctx.store.unit_of_work() as uow:
         row = find_import(uow, principal, handle)
@@ -163,6 +173,9 @@ def _claim(
             return _answer(latest, row, handle)
         if state is not ImportState.OPEN:
             raise InvalidState(f"an import that is {state.value} cannot be committed")
+        if expect is not None and CommitSubject(row.id, row.target, row.record_count) != expect:
+            current = CommitSubject(row.id, row.target, row.record_count) if row.record_count else None
+            raise ConfirmationStale(current)
         if row.record_count == 0:
             raise InvalidState("the import has no records to commit")
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapter.domain.confirmation import valid_target
 from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
@@ -39,6 +40,10 @@ def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -
     limits = ctx.limits
     if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:
         raise InvalidRequest(f"target must be a non-empty string of at most {limits.max_target_length} chars")
+    if not valid_target(target):  # it is shown to people in the commit confirmation: an identifier only
+        raise InvalidRequest(
+            "target must be an identifier: ASCII letters and digits, then also _ . : / - (no spaces)"
+        )
     ttl = ctx.default_ttl_seconds if ttl_seconds is None else ttl_seconds
     if (
         isinstance(ttl, bool)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 from adapter.domain.states import ImportState, OperationState, transition
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
+from adapter.store.tables import ConfirmationRoundRow, EventRow, ImportRow, OperationRow, StagedRecordRow
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
@@ -41,6 +41,7 @@ class PurgeReport:
     imports: int = 0
     staged_records: int = 0
     events: int = 0
+    confirmation_rounds: int = 0
 
 
 def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
@@ -97,7 +98,19 @@ def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 50
         batch,
     )
     events = _purge(ctx, select(EventRow.id).where(EventRow.created_at < cutoff), EventRow.id, batch)
-    return PurgeReport(operations=operations, imports=imports, staged_records=staged, events=events)
+    rounds = _purge(
+        ctx,
+        select(ConfirmationRoundRow.round_id).where(ConfirmationRoundRow.created_at < cutoff),
+        ConfirmationRoundRow.round_id,
+        batch,
+    )
+    return PurgeReport(
+        operations=operations,
+        imports=imports,
+        staged_records=staged,
+        events=events,
+        confirmation_rounds=rounds,
+    )
 
 
 def _purge(

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
     CompensationRow,
+    ConfirmationRoundRow,
     EventRow,
     ImportRow,
     OperationRow,
@@ -20,6 +21,7 @@ from adapter.store.tables import (
 
 __all__ = [
     "CompensationRepository",
+    "ConfirmationRepository",
     "EventRepository",
     "ImportRepository",
     "OperationRepository",
@@ -218,3 +220,14 @@ class EventRepository:
                 select(EventRow).where(EventRow.id > last_id).order_by(EventRow.id).limit(limit)
             )
         )
+
+
+class ConfirmationRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, round_id: str) -> ConfirmationRoundRow | None:
+        return self._session.get(ConfirmationRoundRow, round_id)
+
+    def add(self, row: ConfirmationRoundRow) -> None:
+        self._session.add(row)

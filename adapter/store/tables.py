@@ -29,6 +29,7 @@ __all__ = [
     "AuditRow",
     "Base",
     "CompensationRow",
+    "ConfirmationRoundRow",
     "EventRow",
     "ImportRow",
     "OperationRow",
@@ -174,6 +175,23 @@ class AuditRow(Base):
     reason: Mapped[str | None] = mapped_column(String(1000))
     outcome: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ConfirmationRoundRow(Base):
+    """The first answer to one confirmation round: a round is answered once, in every worker.
+
+    A replayed ``requestState`` is checked against it, so an answer cannot be changed afterwards
+    (a ``decline`` replayed as ``accept`` commits nothing). Holds ids and the decision only.
+    """
+
+    __tablename__ = "confirmation_rounds"
+
+    round_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    tenant: Mapped[str] = mapped_column(String(200))
+    import_id: Mapped[str] = mapped_column(String(32))
+    decision: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
 class EventRow(Base):

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from adapter.store.repositories import (
     CompensationRepository,
+    ConfirmationRepository,
     EventRepository,
     ImportRepository,
     OperationRepository,
@@ -34,6 +35,7 @@ class UnitOfWork:
         self.operations = OperationRepository(self.session)
         self.compensations = CompensationRepository(self.session)
         self.events = EventRepository(self.session)
+        self.confirmations = ConfirmationRepository(self.session)
         return self
 
     def __exit__(

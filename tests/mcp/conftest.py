@@ -128,10 +128,10 @@ def mcp_headers(method: str, name: str | None = None) -> dict[str, str]:
     return headers
 
 
-def modern_meta() -> dict[str, Any]:
+def modern_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
     }
 
 
@@ -195,9 +195,13 @@ class Running:
         name: str | None = None,
         headers: dict[str, str] | None = None,
         request_id: int = 1,
+        capabilities: dict[str, Any] | None = None,
     ) -> tuple[httpx.Response, Any]:
-        """One JSON-RPC request POSTed with plain httpx and the 2026-07-28 headers and ``_meta``."""
-        body_params = {**(params or {}), "_meta": modern_meta()}
+        """One JSON-RPC request POSTed with plain httpx and the 2026-07-28 headers and ``_meta``.
+
+        ``capabilities`` are the client capabilities the request declares (none by default).
+        """
+        body_params = {**(params or {}), "_meta": modern_meta(capabilities)}
         all_headers = mcp_headers(method, name)
         if token:
             all_headers["Authorization"] = f"Bearer {token}"
@@ -248,6 +252,17 @@ class Running:
 async def server(kit: Kit) -> AsyncIterator[Running]:
     async with serve_in_process(create_app(kit)) as base_url:
         yield Running(base_url, kit)
+
+
+@pytest.fixture
+async def other_server(kit: Kit, db_url: str) -> AsyncIterator[Running]:
+    """A second server process's twin: its own kit, engine and MCP server on the same database."""
+    other = build(kit.settings, store=Store.from_url(db_url))
+    try:
+        async with serve_in_process(create_app(other)) as base_url:
+            yield Running(base_url, other)
+    finally:
+        other.close()
 
 
 @pytest.fixture

@@ -4,14 +4,16 @@ Round 1 answers ``input_required`` with one question (``confirm``) and a ``reque
 client asks its user and calls ``commit_import`` again with the answer and the state. The SDK's
 ``RequestStateBoundary`` seals the state (AES-GCM, keys derived from ADAPTER_SECRET so any worker
 accepts it) and binds it to the method, the tool's arguments, the principal and an expiry; a
-tampered or expired state never reaches this module. Here we add what the SDK cannot know: how many
-rounds were asked, since when, and a nonce that makes a final round delivered twice commit once.
+tampered or expired state never reaches this module. Here we add what the SDK cannot know: the
+round's id (answered once, recorded by the service layer), how many rounds were asked and since
+when, and the subject the question described (import, target, record count), which the commit
+must still match. The business rules are in ``adapter.services.confirmation`` and
+``adapter.domain.confirmation``; this module only knows the MCP shapes.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,14 +21,34 @@ from typing import Any
 
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from mcp_types import (
+    ClientCapabilities,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+)
 
+from adapter.domain.confirmation import CommitSubject, question_text
 from adapter.domain.errors import InvalidRequest
+from adapter.services import Decision
+from adapter.services.confirmation import new_round_id
 
-__all__ = ["Answer", "ConfirmPolicy", "question", "read_answer"]
+__all__ = ["Answer", "ConfirmPolicy", "decision_of", "question", "read_answer", "supports_form"]
 
 CONFIRM_KEY = "confirm"
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+
+
+def supports_form(capabilities: ClientCapabilities | None) -> bool:
+    """Whether the client declared form-mode elicitation: ``elicitation: {}`` or ``{form: ...}``.
+
+    ``{url: ...}`` alone declares URL mode only, and such a client must not be sent a form.
+    """
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None:
+        return False
+    return elicitation.form is not None or elicitation.url is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,39 +58,48 @@ class ConfirmPolicy:
     max_seconds: int
 
     def should_ask(self, ctx: ServerRequestContext[Any, Any]) -> bool:
-        """Whether this request gets a confirmation question, per policy and declared capability."""
+        """Whether this request gets a confirmation question, per policy and declared capability.
+
+        A client without form-mode elicitation (none at all, or URL mode only) is committed for
+        without a question under ``when-supported`` and refused with -32021 under ``always``.
+        """
         if self.mode == "never":
             return False
-        capabilities = ctx.session.client_capabilities
-        supports_form = capabilities is not None and capabilities.elicitation is not None
-        if supports_form:
+        if supports_form(ctx.session.client_capabilities):
             return True
         if self.mode == "always":
             raise MCPError(
                 MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "Server requires the elicitation capability to confirm a commit",
-                data={"requiredCapabilities": {"elicitation": {}}},
+                "Server requires form-mode elicitation to confirm a commit",
+                data={"requiredCapabilities": {"elicitation": {"form": {}}}},
             )
         return False
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the client's retry carried: ``decision`` is accepted, declined or missing."""
+    """What the client's retry carried, and what the round it answers had asked."""
 
-    decision: str
-    nonce: str
+    decision: Decision
+    round_id: str
     round: int
     started: float
+    subject: CommitSubject
 
 
-def question(message: str, nonce: str | None, round_: int, started: float | None) -> InputRequiredResult:
-    state = {"nonce": nonce or secrets.token_hex(16), "round": round_, "started": started or time.time()}
+def question(subject: CommitSubject, round_: int, started: float | None) -> InputRequiredResult:
+    """A new round: a fresh round id, the subject sealed with it, the server's own wording."""
+    state = {
+        "round_id": new_round_id(),
+        "round": round_,
+        "started": started or time.time(),
+        "subject": subject.to_state(),
+    }
     return InputRequiredResult(
         input_requests={
             CONFIRM_KEY: ElicitRequest(
                 params=ElicitRequestFormParams(
-                    message=message,
+                    message=question_text(subject),
                     requested_schema={
                         "type": "object",
                         "properties": {
@@ -94,30 +125,31 @@ def read_answer(
 
     ``request_state`` is the plaintext the SDK unsealed after verifying it.
     """
-    raw_state = request_state
-    if raw_state is None:
+    if request_state is None:
         return None
     try:
-        state = json.loads(raw_state)
-        nonce, round_, started = str(state["nonce"]), int(state["round"]), float(state["started"])
+        state = json.loads(request_state)
+        round_id, round_, started = str(state["round_id"]), int(state["round"]), float(state["started"])
+        subject = CommitSubject.from_state(state["subject"])
     except (ValueError, KeyError, TypeError):
         raise MCPError(-32602, "Invalid or expired requestState") from None
     if time.time() - started > policy.max_seconds:
         raise InvalidRequest("the confirmation took too long; call commit_import again")
     response = (input_responses or {}).get(CONFIRM_KEY)
-    return Answer(decision=_decision(response), nonce=nonce, round=round_, started=started)
+    return Answer(decision_of(response), round_id, round_, started, subject)
 
 
-def _decision(response: object) -> str:
+def decision_of(response: object) -> Decision:
+    """An elicitation result as a decision: accept with ``confirm: true`` is the only yes."""
     try:
         result = ElicitResult.model_validate(response)
     except Exception:
-        return "missing"
+        return Decision.MISSING
     if result.action in ("decline", "cancel"):
-        return "declined"
+        return Decision.DECLINED
     content = result.content or {}
     if content.get("confirm") is True:
-        return "accepted"
+        return Decision.ACCEPTED
     if content.get("confirm") is False:
-        return "declined"
-    return "missing"
+        return Decision.DECLINED
+    return Decision.MISSING

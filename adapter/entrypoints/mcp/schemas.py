@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapter.domain.confirmation import TARGET_PATTERN
+
 __all__ = [
     "AbortImportIn",
     "AbortImportOut",
@@ -42,9 +44,11 @@ class _In(BaseModel):
 
 class BeginImportIn(_In):
     target: str = Field(
-        description="Where the records go in the legacy system, e.g. 'customers'.",
+        description="Where the records go in the legacy system, e.g. 'customers': an identifier of ASCII "
+        "letters and digits, then also _ . : / - (it is shown to the user when a commit is confirmed).",
         min_length=1,
         max_length=200,
+        pattern=TARGET_PATTERN,
     )
     idempotency_key: str | None = IdempotencyKey
     ttl_seconds: int | None = Field(default=None, description="How long the handle stays usable while open.")

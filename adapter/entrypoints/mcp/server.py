@@ -133,7 +133,10 @@ class McpGateway:
         server.middleware.append(ModernOnly())
         server.middleware.append(
             RequestStateBoundary(
-                RequestStateSecurity(keys=keys, audience=SERVER_NAME), default_audience=SERVER_NAME
+                RequestStateSecurity(
+                    keys=keys, audience=SERVER_NAME, ttl=float(self.settings.confirm_max_seconds)
+                ),
+                default_audience=SERVER_NAME,
             )
         )
         return server

@@ -20,12 +20,13 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.errors import AdapterError
+from adapter.domain.confirmation import CommitSubject
+from adapter.domain.errors import AdapterError, ConfirmationStale
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
-from adapter.entrypoints.mcp.confirm import ConfirmPolicy, question, read_answer
-from adapter.services import CancelToken, ImportService
+from adapter.entrypoints.mcp.confirm import Answer, ConfirmPolicy, question, read_answer
+from adapter.services import CancelToken, Decision, ImportService
 
 __all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
 
@@ -146,35 +147,53 @@ async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
 
 
 async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut | InputRequiredResult:
-    """Confirm (when the policy and the client allow), then commit with progress and cancellation."""
-    key = args.idempotency_key
+    """Confirm (when the policy and the client allow), then commit with progress and cancellation.
+
+    An answer commits only what its question described (``expect``), and only once per round.
+    """
     answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
-    if answer is None and call.confirm.should_ask(call.ctx):
-        view = await run_in_thread(call.service.status, call.principal, args.handle)
-        if view.status == "open" and view.record_count > 0:  # else the commit itself explains why not
-            return question(_question_text(view.record_count, view.target), None, 1, None)
-    elif answer is not None:
-        if answer.decision == "declined":
-            view = await run_in_thread(call.service.status, call.principal, args.handle)
-            return s.CommitImportOut(
-                handle=args.handle,
-                status="declined",
-                operation_id=None,
-                legacy_batch_id=None,
-                record_count=view.record_count,
-                replayed=False,
-            )
-        if answer.decision == "missing":
-            if answer.round >= call.confirm.max_rounds:
-                raise _ConfirmationMissing()
-            view = await run_in_thread(call.service.status, call.principal, args.handle)
-            return question(
-                _question_text(view.record_count, view.target), answer.nonce, answer.round + 1, answer.started
-            )
-        # Accepted: a final round delivered twice must commit once, so it carries a key of its own.
-        key = key or f"confirmed:{answer.nonce}"
-    result = await _commit_with_progress(call, args.handle, key)
-    return _commit_out(result)
+    if answer is None:
+        if call.confirm.should_ask(call.ctx):
+            subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
+            if subject is not None:  # else the commit itself explains why not (or answers a replay)
+                return question(subject, 1, None)
+        return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+    return await _answered(call, args, answer)
+
+
+async def _answered(
+    call: Call, args: s.CommitImportIn, answer: Answer
+) -> s.CommitImportOut | InputRequiredResult:
+    decision = await run_in_thread(
+        call.service.record_confirmation, call.principal, answer.round_id, answer.subject, answer.decision
+    )
+    if decision is Decision.DECLINED:
+        return s.CommitImportOut(
+            handle=args.handle,
+            status="declined",
+            operation_id=None,
+            legacy_batch_id=None,
+            record_count=answer.subject.record_count,
+            replayed=False,
+        )
+    if decision is Decision.ACCEPTED:
+        # A final round delivered twice must commit once, so it carries a key of its own.
+        key = args.idempotency_key or f"confirmed:{answer.round_id}"
+        try:
+            return _commit_out(await _commit_with_progress(call, args.handle, key, answer.subject))
+        except ConfirmationStale as stale:
+            await run_in_thread(call.service.confirmation_stale, answer.round_id)
+            current = stale.current if isinstance(stale.current, CommitSubject) else None
+            if current is None or answer.round >= call.confirm.max_rounds:
+                raise
+            return question(current, answer.round + 1, answer.started)
+    # Missing (no usable answer), or an accepted round that went stale: ask again, with today's numbers.
+    if answer.round >= call.confirm.max_rounds:
+        raise _ConfirmationMissing()
+    current = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
+    if current is None:
+        raise ConfirmationStale(None)
+    return question(current, answer.round + 1, answer.started)
 
 
 class _ConfirmationMissing(AdapterError):
@@ -184,11 +203,9 @@ class _ConfirmationMissing(AdapterError):
         super().__init__("the confirmation was not answered; call commit_import again")
 
 
-def _question_text(record_count: int, target: str) -> str:
-    return f"Commit {record_count} staged records into '{target}' in the legacy system?"
-
-
-async def _commit_with_progress(call: Call, handle: str, key: str | None) -> CommitResult:
+async def _commit_with_progress(
+    call: Call, handle: str, key: str | None, expect: CommitSubject | None
+) -> CommitResult:
     session = call.ctx.session
 
     def commit(token: CancelToken) -> CommitResult:
@@ -197,7 +214,7 @@ async def _commit_with_progress(call: Call, handle: str, key: str | None) -> Com
                 anyio.from_thread.run(session.report_progress, sent, total, f"{sent} of {total} records sent")
 
         return call.service.commit(
-            call.principal, handle, idempotency_key=key, progress=progress, cancel=token
+            call.principal, handle, idempotency_key=key, progress=progress, cancel=token, expect=expect
         )
 
     return await run_cancellable(commit)

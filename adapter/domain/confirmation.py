@@ -1,0 +1,89 @@
+"""What a person confirms before a commit, and how the question names it.
+
+The question is the server's, not the model's: a tool caller chooses the ``target``, so the text a
+person reads must never let that choice pass for the server's own words. Two rules keep it so:
+
+* a target must match :data:`TARGET_PATTERN` (an identifier: letters, digits and ``_ . : / -``),
+  checked when the import begins;
+* whatever a stored target holds (rows written before that rule, or a port that relaxes it), the
+  question quotes it with :func:`quote_for_question`: every control, format (bidirectional
+  overrides, zero-width characters) and separator character except the plain space is escaped,
+  quotes and backslashes too, and it is cut at a bounded length. No newline, no reordering, no
+  closing quote can come from the caller.
+
+A confirmation is bound to its :class:`CommitSubject`. Staged records are append-only (records are
+only ever added to an open import, all or none, and never changed), so the import id and its
+record count name exactly the staged content the person was shown; the target is part of it too.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+__all__ = [
+    "TARGET_PATTERN",
+    "CommitSubject",
+    "question_text",
+    "quote_for_question",
+    "valid_target",
+]
+
+TARGET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
+"""A target is an identifier of the legacy system: ASCII letters and digits, then also ``_ . : / -``."""
+
+_TARGET = re.compile(TARGET_PATTERN)
+_QUOTED_MAX = 80
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSubject:
+    """What a confirmation question described, and so the only thing its answer may commit."""
+
+    import_id: str
+    target: str
+    record_count: int
+
+    def to_state(self) -> dict[str, object]:
+        return {"import_id": self.import_id, "target": self.target, "record_count": self.record_count}
+
+    @classmethod
+    def from_state(cls, data: dict[str, object]) -> CommitSubject:
+        """Raises KeyError, TypeError or ValueError for a state that does not hold a subject."""
+        import_id, target, count = data["import_id"], data["target"], data["record_count"]
+        if not isinstance(import_id, str) or not isinstance(target, str) or type(count) is not int:
+            raise TypeError("not a commit subject")
+        return cls(import_id, target, count)
+
+
+def valid_target(target: str) -> bool:
+    return _TARGET.fullmatch(target) is not None
+
+
+def quote_for_question(text: str, limit: int = _QUOTED_MAX) -> str:
+    """``text`` in double quotes, safe to show inside a sentence of ours (see the module docstring)."""
+    shown = text if len(text) <= limit else text[:limit]
+    escaped = "".join(_escape(ch) for ch in shown)
+    return f'"{escaped}"' + ("..." if len(text) > limit else "")
+
+
+def _escape(ch: str) -> str:
+    if ch in '"\\':
+        return "\\" + ch
+    if ch == " ":
+        return ch
+    category = unicodedata.category(ch)
+    if category[0] in "CZ":  # controls, formats (bidi, zero-width), surrogates, unassigned, separators
+        code = ord(ch)
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return ch
+
+
+def question_text(subject: CommitSubject) -> str:
+    """The confirmation question: the numbers come from the store, the target is quoted."""
+    noun = "record" if subject.record_count == 1 else "records"
+    return (
+        f"Commit {subject.record_count} staged {noun} into the legacy target "
+        f"{quote_for_question(subject.target)}? The commit is final; it can only be voided later."
+    )
