@@ -47,6 +47,7 @@ from adapter.services.findings import judge
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
 from adapter.services.imports import validate_key
 from adapter.services.leases import Heartbeat, new_lease_owner, take_lease
+from adapter.services.progress import ProgressReporter
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -245,6 +246,18 @@ def _execute(
 ) -> CommitResult:
     policy = ctx.commit_policy
     run = _Run()
+    reporter = ProgressReporter(progress, claim.total, policy.progress_pulse_seconds)
+    reporter(0)  # the commit has started: 0 of N
+    try:
+        return _execute_reporting(ctx, claim, run, reporter, cancel)
+    finally:
+        reporter.close()  # the last report comes before the result
+
+
+def _execute_reporting(
+    ctx: ServiceContext, claim: _Claim, run: _Run, progress: ProgressReporter, cancel: CancelToken | None
+) -> CommitResult:
+    policy = ctx.commit_policy
     retrying = Retrying(
         retry=retry_if_exception_type(LegacyTransient),
         stop=stop_after_attempt(policy.max_attempts),
@@ -314,7 +327,7 @@ def _attempt(
     ctx: ServiceContext,
     claim: _Claim,
     run: _Run,
-    progress: ProgressCallback | None,
+    progress: ProgressReporter,
     cancel: CancelToken | None,
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
@@ -360,7 +373,7 @@ def _replay_records(
     claim: _Claim,
     run: _Run,
     session: LegacySession,
-    progress: ProgressCallback | None,
+    progress: ProgressReporter,
     cancel: CancelToken | None,
 ) -> int:
     """Send the staged records in chunks, reading the next chunk while the legacy system works.
@@ -383,24 +396,15 @@ def _replay_records(
             if not records:
                 return sent
             pending = reader.submit(read, last_seq)
-            session.add(records)
+            with progress.in_flight(sent):  # a slow legacy system still shows signs of life
+                session.add(records)
             sent += len(records)
-            _report(progress, sent, claim.total)
+            progress(sent, claim.total)
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:
     if cancel is not None and cancel.cancelled:
         raise _Cancelled()
-
-
-def _report(progress: ProgressCallback | None, sent: int, total: int) -> None:
-    """Progress is a courtesy: a failing callback (a gone client) must not break the commit."""
-    if progress is None:
-        return
-    try:
-        progress(sent, total)
-    except Exception:
-        log.debug("progress callback failed", exc_info=True)
 
 
 # --- durable bookkeeping ---------------------------------------------------------------------------

@@ -19,8 +19,11 @@ from adapter.store.tables import utcnow
 
 __all__ = ["CancelToken", "CommitPolicy", "ProgressCallback", "ServiceContext", "default_worker_id"]
 
-ProgressCallback = Callable[[int, int], None]
-"""Called with (records sent, records total) while a commit replays records into the legacy system."""
+ProgressCallback = Callable[[float, int], None]
+"""Called with (progress, records total) while a commit replays records into the legacy system.
+
+The whole part of ``progress`` is the number of records the legacy system has taken; a fraction
+means a chunk is still with it (see ``adapter.services.progress``)."""
 
 
 class CancelToken:
@@ -47,6 +50,8 @@ class CommitPolicy:
     retry_wait_max: float = 2.0
     lease_seconds: float = 30.0
     unknown_grace_seconds: float = 30.0
+    progress_pulse_seconds: float = 0.5
+    """While a chunk is with the legacy system, progress is reported this often (a person watches)."""
     """How long after COMMIT was sent "not committed" may be believed: a slow legacy system can
     still apply a COMMIT whose reply we stopped waiting for. Keep it above the legacy timeout."""
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotations
@@ -208,16 +209,28 @@ async def _commit_with_progress(
 ) -> CommitResult:
     session = call.ctx.session
 
+    loop = anyio.lowlevel.current_token()  # progress also comes from the commit's pulse thread
+
     def commit(token: CancelToken) -> CommitResult:
-        def progress(sent: int, total: int) -> None:
+        def progress(value: float, total: int) -> None:
             if not token.cancelled:  # after a cancellation nothing more is sent for this request
-                anyio.from_thread.run(session.report_progress, sent, total, f"{sent} of {total} records sent")
+                anyio.from_thread.run(
+                    session.report_progress, value, total, progress_message(value, total), token=loop
+                )
 
         return call.service.commit(
             call.principal, handle, idempotency_key=key, progress=progress, cancel=token, expect=expect
         )
 
     return await run_cancellable(commit)
+
+
+def progress_message(value: float, total: int) -> str:
+    """The whole part is what the legacy system has taken; a fraction means it is still working."""
+    sent = int(value)
+    if value == sent:
+        return f"{sent} of {total} records sent"
+    return f"{sent} of {total} records sent; the legacy system is working on the next ones"
 
 
 def _commit_out(result: CommitResult) -> s.CommitImportOut:
