@@ -16,10 +16,23 @@ from adapter.domain.identity import Principal
 from adapter.domain.views import ImportView
 from adapter.services.context import ServiceContext
 from adapter.services.imports import to_view
+from adapter.store.tables import EventRow
+from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["ChangeFollower", "ImportPage", "list_imports"]
+__all__ = ["ChangeFollower", "ImportChange", "ImportPage", "list_imports"]
 
 _PURPOSE = "imports/list"
+
+LIST_EVENTS = frozenset({"import.opened", "import.expired", "import.purged"})
+"""Events that change what an owner's import list holds: an import appears, closes, or goes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportChange:
+    """One import that changed; ``list_owner`` is set when its owner's import list changed with it."""
+
+    handle: str
+    list_owner: Principal | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +93,36 @@ class ChangeFollower:
 
     def poll(self) -> list[str]:
         """Handles of the imports with events not reported before, oldest first, each once."""
+        return [change.handle for change in self.poll_changes()]
+
+    def poll_changes(self) -> list[ImportChange]:
+        """The imports with events not reported before, oldest first, each once, with list owners."""
         with self._ctx.store.unit_of_work() as uow:
             events = uow.events.after(max(0, self._high - self._overlap), self._batch)
-        fresh = [e for e in events if e.id not in self._seen and e.id > self._high - self._overlap]
+            fresh = [e for e in events if e.id not in self._seen and e.id > self._high - self._overlap]
+            owners = _list_owners(uow, [e for e in fresh if e.kind in LIST_EVENTS])
         if events:
             self._high = max(self._high, events[-1].id)
         self._seen.update(e.id for e in fresh)
         self._seen = {i for i in self._seen if i > self._high - self._overlap}
         import_ids = dict.fromkeys(e.import_id for e in fresh if e.import_id is not None)
-        return [self._ctx.codec.handle_for(import_id) for import_id in import_ids]
+        return [
+            ImportChange(self._ctx.codec.handle_for(import_id), owners.get(import_id))
+            for import_id in import_ids
+        ]
+
+
+def _list_owners(uow: UnitOfWork, events: list[EventRow]) -> dict[str, Principal]:
+    """Whose list each event changed: from the import row, or for a purged import from the event."""
+    owners: dict[str, Principal] = {}
+    for event in events:
+        if event.import_id is None:
+            continue
+        detail = event.detail or {}
+        if event.kind == "import.purged" and "principal" in detail:
+            owners[event.import_id] = Principal(str(detail["principal"]), str(detail["tenant"]))
+            continue
+        row = uow.imports.get(event.import_id)
+        if row is not None:
+            owners[event.import_id] = Principal(row.principal, row.tenant)
+    return owners

@@ -22,6 +22,7 @@ from adapter.domain.states import ImportState, OperationState, transition
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
 from adapter.store.tables import ConfirmationRoundRow, EventRow, ImportRow, OperationRow, StagedRecordRow
+from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
@@ -123,8 +124,20 @@ def _purge(
             if not ids:
                 return total
             if column.table.name == "imports":
+                _record_purged_imports(uow, ids)
                 uow.session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id.in_(ids)))
                 uow.session.execute(delete(OperationRow).where(OperationRow.import_id.in_(ids)))
             uow.session.execute(delete(column.table).where(column.in_(ids)))
             uow.commit()
             total += len(ids)
+
+
+def _record_purged_imports(uow: UnitOfWork, ids: list[Any]) -> None:
+    """One event per purged import, naming its owner: their import list changed (subscribers)."""
+    owners = uow.session.execute(
+        select(ImportRow.id, ImportRow.principal, ImportRow.tenant).where(ImportRow.id.in_(ids))
+    )
+    for import_id, principal, tenant in owners:
+        uow.events.record(
+            "import.purged", import_id=import_id, detail={"principal": principal, "tenant": tenant}
+        )

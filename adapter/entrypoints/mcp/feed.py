@@ -1,9 +1,10 @@
-"""Feeds ``notifications/resources/updated`` from the event table.
+"""Feeds ``notifications/resources/updated`` and ``.../list_changed`` from the event table.
 
 Every state change writes an event row in the same transaction (see ``adapter.store.tables``), so
 polling the table is how a change made by any worker (or by the reconciler, or an operator) reaches
 the listen streams this process holds. There is no replay: a stream opened later starts from now,
-and a client that lost its stream re-reads the resource.
+and a client that lost its stream re-reads the resource. ``list_changed`` goes only to the streams
+of the principal whose import list changed (an import began, expired or was purged).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import logging
 
 import anyio
-from mcp.server.subscriptions import SubscriptionBus
-from mcp.shared.subscriptions import ResourceUpdated
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
+from adapter.entrypoints.mcp.bus import OwnerScopedBus
 from adapter.entrypoints.mcp.server import import_uri
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
@@ -23,14 +24,16 @@ __all__ = ["run_event_feed"]
 log = logging.getLogger("adapter.feed")
 
 
-async def run_event_feed(service: ImportService, bus: SubscriptionBus, interval: float = 0.2) -> None:
-    """Publish one update per changed import, forever (cancel the task to stop)."""
+async def run_event_feed(service: ImportService, bus: OwnerScopedBus, interval: float = 0.2) -> None:
+    """Publish one update per changed import and one list change per owner, forever (cancel to stop)."""
     follower = await run_in_thread(service.follow_changes)
     while True:
         try:
-            handles = await run_in_thread(follower.poll)
-            for handle in handles:
-                await bus.publish(ResourceUpdated(uri=import_uri(handle)))
+            changes = await run_in_thread(follower.poll_changes)
+            for change in changes:
+                await bus.publish(ResourceUpdated(uri=import_uri(change.handle)))
+            for owner in dict.fromkeys(c.list_owner for c in changes if c.list_owner is not None):
+                await bus.publish(ResourcesListChanged(), owner=owner)
         except Exception:  # a database hiccup must not end the feed
             log.warning("event feed poll failed; retrying", exc_info=True)
         await anyio.sleep(interval)

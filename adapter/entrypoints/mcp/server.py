@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolRequestParams,
@@ -30,6 +30,7 @@ from mcp_types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ServerCapabilities,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     TextContent,
@@ -42,6 +43,7 @@ from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound
 from adapter.domain.identity import HandleCodec
+from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.identity import current_principal
 from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
@@ -57,7 +59,8 @@ INSTRUCTIONS = (
     "Imports into a legacy system are explicit transactions: call begin_import to get a handle, stage "
     "records with add_record or add_records, then commit_import. Pass an idempotency_key on every call "
     "you might retry. If a commit reports outcome_unknown, do not commit again: read get_operation_status "
-    "or the import://{handle} resource until it is resolved."
+    "or the import://{handle} resource until it is resolved. Listen streams are not replayed: after a "
+    "lost stream, listen again and re-read resources/list and the resources you follow."
 )
 
 
@@ -84,6 +87,25 @@ def _validation_message(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
+class _AdapterServer(Server[Any]):
+    """The SDK server, advertising only the change notifications this server sends.
+
+    At 2026-07-28 the SDK derives ``listChanged`` for tools, prompts and resources from serving
+    ``subscriptions/listen``. Only the resource list ever changes here (imports begin, expire and
+    are purged); the tools and the (empty) prompt list are fixed for the life of a process, so
+    their ``listChanged`` is not advertised and a listen stream does not acknowledge them.
+    """
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        update: dict[str, Any] = {}
+        if capabilities.tools is not None:
+            update["tools"] = capabilities.tools.model_copy(update={"list_changed": None})
+        if capabilities.prompts is not None:
+            update["prompts"] = capabilities.prompts.model_copy(update={"list_changed": None})
+        return capabilities.model_copy(update=update)
+
+
 class McpGateway:
     """Builds the MCP server for one process and owns its subscription bus."""
 
@@ -93,7 +115,7 @@ class McpGateway:
         self.service = service
         self.settings = settings
         self._on_request = on_request  # told each request's outcome (the app's metrics)
-        self.bus = InMemorySubscriptionBus()
+        self.bus = OwnerScopedBus()
         self._listen = ListenHandler(self.bus)
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         self.tools: dict[str, Tool] = {
@@ -105,7 +127,7 @@ class McpGateway:
         self.server = self._build()
 
     def _build(self) -> Server[Any]:
-        server: Server[Any] = Server(
+        server: Server[Any] = _AdapterServer(
             SERVER_NAME,
             version=__version__,
             title="Legacy import adapter",
@@ -261,12 +283,23 @@ class McpGateway:
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
-        """Honor resource subscriptions only for the caller's own imports; drop the rest silently."""
+        """Honor resource subscriptions only for the caller's own imports; drop the rest silently.
+
+        ``resourcesListChanged`` is honored for the caller's own import list; tool and prompt list
+        changes are never sent, so they are not acknowledged.
+        """
         principal = self._principal()
         requested = params.notifications.resource_subscriptions or []
         owned = [uri for uri in requested if await self._owns(principal, uri)]
-        notifications = params.notifications.model_copy(update={"resource_subscriptions": owned or None})
-        return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+        notifications = params.notifications.model_copy(
+            update={
+                "resource_subscriptions": owned or None,
+                "tools_list_changed": None,
+                "prompts_list_changed": None,
+            }
+        )
+        with listening_as(principal):
+            return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
 
     async def _owns(self, principal: Any, uri: str) -> bool:
         handle = _handle_of(uri)
