@@ -255,14 +255,29 @@ async def server(kit: Kit) -> AsyncIterator[Running]:
 
 
 @pytest.fixture
-async def other_server(kit: Kit, db_url: str) -> AsyncIterator[Running]:
-    """A second server process's twin: its own kit, engine and MCP server on the same database."""
-    other = build(kit.settings, store=Store.from_url(db_url))
-    try:
-        async with serve_in_process(create_app(other)) as base_url:
-            yield Running(base_url, other)
-    finally:
-        other.close()
+def serve_kit(kit: Kit, db_url: str) -> Any:
+    """``async with serve_kit(**settings_changes) as running``: another server on the same database.
+
+    Its own kit, engine and MCP server, as a second process (or a restart with other settings) has.
+    """
+
+    @contextlib.asynccontextmanager
+    async def serve(**changes: Any) -> AsyncIterator[Running]:
+        other = build(kit.settings.model_copy(update=changes), store=Store.from_url(db_url))
+        try:
+            async with serve_in_process(create_app(other)) as base_url:
+                yield Running(base_url, other)
+        finally:
+            other.close()
+
+    return serve
+
+
+@pytest.fixture
+async def other_server(serve_kit: Any) -> AsyncIterator[Running]:
+    """A second server process's twin on the same database, with the same settings."""
+    async with serve_kit() as running:
+        yield running
 
 
 @pytest.fixture

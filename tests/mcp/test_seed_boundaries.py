@@ -1,0 +1,256 @@
+"""The boundary cases seed 000 names, over real HTTP with the SDK client or raw JSON-RPC.
+
+The catalogue requests and their refusals, abort while a commit is undecided, cancellation right
+before and during COMMIT, and rights that change between two pages of ``resources/list``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp.shared.exceptions import MCPError
+from sqlalchemy import update
+
+from adapter.store.tables import ImportRow
+
+pytestmark = pytest.mark.anyio
+
+QUIET = pytest.mark.parametrize("settings_overrides", [{"reconcile_interval_seconds": 3600}])
+FINAL = ("succeeded", "cancelled", "outcome_unknown", "failed", "needs_operator")
+
+HINTS = {  # (readOnly, destructive, idempotent), as docs/state-matrix.md lists them
+    "begin_import": (False, False, False),
+    "add_record": (False, False, False),
+    "add_records": (False, False, False),
+    "commit_import": (False, True, True),
+    "abort_import": (False, True, True),
+    "get_import_status": (True, False, True),
+    "get_operation_status": (True, False, True),
+}
+
+
+async def begin(server: Any, client: Any, records: int = 0) -> str:
+    handle = server.structured(await client.call_tool("begin_import", {"target": "customers"}))["handle"]
+    if records:
+        batch = [{"id": i} for i in range(records)]
+        await client.call_tool("add_records", {"handle": handle, "records": batch})
+    return handle
+
+
+async def operation_by_key(server: Any, client: Any, key: str) -> dict[str, Any] | None:
+    result = await client.call_tool("get_operation_status", {"idempotency_key": key})
+    return None if result.is_error else server.structured(result)
+
+
+async def final_operation(server: Any, client: Any, key: str) -> dict[str, Any]:
+    with anyio.fail_after(20):
+        while True:
+            operation = await operation_by_key(server, client, key)
+            if operation is not None and operation["status"] in FINAL:
+                return operation
+            await anyio.sleep(0.1)
+
+
+# --- the catalogue -----------------------------------------------------------------------------------
+
+
+async def test_annotations_prompts_templates_unknown_tool_and_schema_errors(server: Any) -> None:
+    async with server.client() as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        prompts = (await client.list_prompts()).prompts
+        with pytest.raises(MCPError) as no_prompt:
+            await client.get_prompt("anything")
+        templates = (await client.list_resource_templates()).resource_templates
+        with pytest.raises(MCPError) as unknown_tool:
+            await client.call_tool("drop_database", {})
+        wrong_type = await client.call_tool("add_records", {"handle": "imp_x", "records": "all of them"})
+        unknown_field = await client.call_tool("begin_import", {"target": "customers", "force": True})
+        missing = await client.call_tool("commit_import", {})
+    assert set(tools) == set(HINTS)
+    for name, (read_only, destructive, idempotent) in HINTS.items():
+        hints = tools[name].annotations
+        assert hints is not None
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
+            read_only,
+            destructive,
+            idempotent,
+        ), name
+        assert hints.open_world_hint is False
+    assert prompts == []
+    assert no_prompt.value.code == -32602
+    assert [(t.uri_template, t.mime_type) for t in templates] == [("import://{handle}", "application/json")]
+    assert (unknown_tool.value.code, unknown_tool.value.message) == (-32602, "Unknown tool: drop_database")
+    assert server.error_text(wrong_type).startswith("validation_error: records")
+    assert server.error_text(unknown_field).startswith("validation_error: force")
+    assert server.error_text(missing).startswith("validation_error: handle")
+
+
+# --- abort while a commit is undecided -----------------------------------------------------------------
+
+
+@QUIET
+async def test_abort_is_refused_while_a_commit_runs_and_while_its_outcome_is_unknown(
+    server: Any, legacy_engine: Any
+) -> None:
+    async with server.client() as client, server.client() as watcher:
+        running = await begin(server, client, records=4)
+        legacy_engine.update_faults(latency_ms=300)
+        refused: list[Any] = []
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "commit_import", {"handle": running})
+            with anyio.fail_after(15):
+                while True:
+                    status = await watcher.call_tool("get_import_status", {"handle": running})
+                    if server.structured(status)["status"] == "committing":
+                        break
+                    await anyio.sleep(0.05)
+            refused.append(await watcher.call_tool("abort_import", {"handle": running}))
+        legacy_engine.update_faults(latency_ms=0)
+        after = server.structured(await client.call_tool("get_import_status", {"handle": running}))
+
+        unknown = await begin(server, client, records=2)
+        legacy_engine.update_faults(drop_after_commit=1.0)
+        outcome = server.structured(await client.call_tool("commit_import", {"handle": unknown}))
+        legacy_engine.update_faults(drop_after_commit=0.0)
+        refused.append(await client.call_tool("abort_import", {"handle": unknown}))
+        still = server.structured(await client.call_tool("get_import_status", {"handle": unknown}))
+    assert [server.error_text(r).split(":")[0] for r in refused] == ["invalid_state", "invalid_state"]
+    assert after["status"] == "committed", "the refused abort did not disturb the running commit"
+    assert outcome["status"] == "outcome_unknown"
+    assert still["status"] == "outcome_unknown"
+    assert len(legacy_engine.committed_batches()) == 2  # the unknown one did land; nothing was voided
+
+
+# --- cancellation at the edge of COMMIT ------------------------------------------------------------------
+
+
+async def _cancel_when(client: Any, handle: str, key: str, ready: Any, on_progress: Any = None) -> list[Any]:
+    """Start a commit, cancel the request once ``ready()`` says so; return the responses it got."""
+    answered: list[Any] = []
+
+    async def commit() -> None:
+        answered.append(
+            await client.call_tool(
+                "commit_import", {"handle": handle, "idempotency_key": key}, progress_callback=on_progress
+            )
+        )
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(commit)
+            await ready()
+            tasks.cancel_scope.cancel()
+    return answered
+
+
+@QUIET
+async def test_cancelling_while_commit_is_in_flight_gets_no_response_and_records_the_real_outcome(
+    server: Any, legacy_engine: Any
+) -> None:
+    async with server.client() as client, server.client() as watcher:
+        handle = await begin(server, client, records=2)
+        legacy_engine.update_faults(latency_ms=400)
+
+        async def commit_sent() -> None:
+            while True:
+                operation = await operation_by_key(server, watcher, "in-flight")
+                points = [
+                    h["detail"].get("point") for h in (operation or {}).get("history", []) if h["detail"]
+                ]
+                if "commit_sent" in points:
+                    return
+                await anyio.sleep(0.02)
+
+        answered = await _cancel_when(client, handle, "in-flight", commit_sent)
+        operation = await final_operation(server, watcher, "in-flight")
+        imported = server.structured(await watcher.call_tool("get_import_status", {"handle": handle}))
+    assert answered == [], "no late response to the cancelled request"
+    # COMMIT was already on its way: the legacy system took it, and the record says so.
+    assert operation["status"] == "succeeded"
+    assert imported["status"] == "committed"
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+@QUIET
+async def test_cancelling_right_before_commit_gets_no_response_and_the_record_matches_the_legacy_system(
+    server: Any, legacy_engine: Any
+) -> None:
+    all_sent = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if progress == total:
+            all_sent.set()  # every record is with the legacy system; COMMIT is next
+
+    async with server.client() as client, server.client() as watcher:
+        handle = await begin(server, client, records=3)
+        legacy_engine.update_faults(latency_ms=300)
+        answered = await _cancel_when(client, handle, "before", all_sent.wait, on_progress)
+        operation = await final_operation(server, watcher, "before")
+        imported = server.structured(await watcher.call_tool("get_import_status", {"handle": handle}))
+    assert answered == [], "no late response to the cancelled request"
+    batches = legacy_engine.committed_batches()
+    if operation["status"] == "cancelled":
+        assert (imported["status"], batches) == ("open", [])
+    else:  # the cancellation came after the last check: COMMIT went out and landed
+        assert (operation["status"], imported["status"], len(batches)) == ("succeeded", "committed", 1)
+
+
+# --- rights that change between two pages -------------------------------------------------------------
+
+
+@QUIET
+async def test_an_import_purged_between_pages_is_skipped_and_no_other_principals_import_appears(
+    server: Any,
+) -> None:
+    kit = server.kit
+    async with server.client() as alice, server.client(server.bob_token) as bob:
+        handles = [await begin(server, alice) for _ in range(5)]  # newest last
+        bobs = {await begin(server, bob) for _ in range(3)}
+        first = await alice.list_resources()
+        assert [r.uri for r in first.resources] == [f"import://{h}" for h in reversed(handles[2:])]
+        oldest = handles[0]
+        await alice.call_tool("abort_import", {"handle": oldest})
+        with kit.store.unit_of_work() as uow:
+            uow.session.execute(
+                update(ImportRow)
+                .where(ImportRow.handle_digest == kit.service.ctx.codec.digest(oldest))
+                .values(updated_at=datetime.now(UTC) - timedelta(days=30))
+            )
+            uow.commit()
+        report = await anyio.to_thread.run_sync(lambda: kit.service.maintain(retention=timedelta(days=7)))
+        assert report.purged is not None and report.purged.imports == 1
+        second = await alice.list_resources(cursor=first.next_cursor)
+    assert [r.uri for r in second.resources] == [f"import://{handles[1]}"]
+    assert second.next_cursor is None
+    assert not {r.uri for r in second.resources} & {f"import://{h}" for h in bobs}
+
+
+async def test_a_token_revoked_or_given_to_another_principal_between_pages_gets_no_more_pages(
+    server: Any, serve_kit: Any, tmp_path: Path
+) -> None:
+    async with server.client() as alice:
+        for _ in range(4):
+            await begin(server, alice)
+        cursor = (await alice.list_resources()).next_cursor
+    assert cursor
+    revoked = tmp_path / "revoked.json"
+    revoked.write_text(json.dumps({server.bob_token: {"principal": "bob", "tenant": "acme"}}))
+    reassigned = tmp_path / "reassigned.json"
+    reassigned.write_text(json.dumps({server.alice_token: {"principal": "mallory", "tenant": "acme"}}))
+
+    async with serve_kit(tokens=str(revoked)) as restarted:
+        response, _ = await restarted.raw("resources/list", {"cursor": cursor}, name=None)
+    assert response.status_code == 401
+
+    async with serve_kit(tokens=str(reassigned)) as restarted, restarted.client() as now_mallory:
+        with pytest.raises(MCPError) as refused:
+            await now_mallory.list_resources(cursor=cursor)
+        own = (await now_mallory.list_resources()).resources
+    assert (refused.value.code, refused.value.message) == (-32602, "Invalid cursor")
+    assert own == [], "the token's new principal sees none of alice's imports"
