@@ -28,6 +28,7 @@ from mcp_types import ElicitResult
 
 from adapter.bootstrap import build
 from adapter.config import load_settings
+from adapter.entrypoints.demo_seed import second_server_process, seed_walkthrough, settings_env
 from adapter.entrypoints.http.app import create_app
 from adapter.store.migrate import upgrade
 from legacy_sim.client import LegacyClient
@@ -47,14 +48,16 @@ def check(condition: bool, what: str) -> None:
 
 
 @asynccontextmanager
-async def adapter_server(folder: Path, legacy: tuple[str, int], tokens: dict[str, Any]) -> AsyncIterator[str]:
+async def adapter_server(
+    folder: Path, legacy: tuple[str, int], tokens: dict[str, Any], secret: str | None = None
+) -> AsyncIterator[str]:
     database = f"sqlite:///{folder}/adapter.db"
     upgrade(database)
     (folder / "tokens.json").write_text(json.dumps(tokens))
     settings = load_settings(
         database_url=database,
         legacy_url=f"tcp://{legacy[0]}:{legacy[1]}",
-        secret=secrets.token_hex(32),
+        secret=secret or secrets.token_hex(32),
         tokens=str(folder / "tokens.json"),
     )
     kit = build(settings)
@@ -138,19 +141,26 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
 
     print("5. commit asks the user to confirm (input_required), then reports progress")
     steps: list[float] = []
+    asked: list[str] = []
 
     async def on_progress(progress: float, of: float | None, message: str | None) -> None:
         steps.append(progress)
+
+    async def accept_and_note(ctx: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return await accept(ctx, params)
 
     committed = await call(
         url,
         alice,
         "commit_import",
         {"handle": handle, "idempotency_key": "demo-commit"},
-        elicitation_callback=accept,
+        elicitation_callback=accept_and_note,
         progress_callback=on_progress,
     )
     print(f"   progress: {', '.join(str(int(s)) for s in steps)} of {total}")
+    check(len(asked) == 1 and f"Commit {total} staged records" in asked[0], "the user was asked, once")
+    check(steps[:1] == [0] and steps[-1:] == [total], f"progress arrived: 0 .. {total} of {total}")
     check(
         committed.get("status") == "committed",
         f"committed as legacy batch {committed.get('legacy_batch_id')}",
@@ -199,6 +209,7 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
 
 def run_demo(records: int = 1200) -> int:
     alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    secret = secrets.token_hex(32)  # shared by both server processes (seed 001, step 1)
     tokens = {alice: {"principal": "alice", "tenant": "acme"}, bob: {"principal": "bob", "tenant": "acme"}}
     with (
         tempfile.TemporaryDirectory(prefix="adapter-demo-") as tmp,
@@ -206,9 +217,13 @@ def run_demo(records: int = 1200) -> int:
     ):
 
         async def main() -> None:
-            async with adapter_server(Path(tmp), legacy, tokens) as url:
+            async with adapter_server(Path(tmp), legacy, tokens, secret) as url:
                 print(f"legacy simulator over TCP at {legacy[0]}:{legacy[1]}; MCP server at {url}")
                 await scenarios(url, LegacyClient(*legacy, timeout=5.0), alice, bob, records)
+                env = settings_env(f"sqlite:///{tmp}/adapter.db", legacy, secret, Path(tmp) / "tokens.json")
+                async with second_server_process(env) as second:
+                    print(f"a second server process at {second}, on the same database")
+                    await seed_walkthrough((url, second), alice, check)
 
         try:
             asyncio.run(main())
