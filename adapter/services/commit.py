@@ -150,7 +150,7 @@ def _claim(
     handle: str,
     key: str | None,
     request: str,
-    expect: CommitSubject | None,
+    expect: CommitSubject | None = None,
 ) -> _Claim | CommitResult:
     with ctx.store.unit_of_work() as uow:
         row = find_import(uow, principal, handle)

@@ -119,9 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     first = [True]
 
-    def progress(sent: int, total: int) -> None:
+    def progress(sent: float, total: int) -> None:
         say(f"progress {sent} {total}")
-        if first[0]:
+        if first[0] and sent >= 1:  # the first chunk is in (0 is the start, fractions a pulse)
             first[0] = False
             stop_here("added", wanted)
 
