@@ -208,7 +208,6 @@ async def _commit_with_progress(
     call: Call, handle: str, key: str | None, expect: CommitSubject | None
 ) -> CommitResult:
     session = call.ctx.session
-
     loop = anyio.lowlevel.current_token()  # progress also comes from the commit's pulse thread
 
     def commit(token: CancelToken) -> CommitResult:
