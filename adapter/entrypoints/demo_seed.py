@@ -112,7 +112,7 @@ async def seed_walkthrough(
 
     print("12. two commits in parallel: each progress stream carries only its own commit")
     sizes = {"a": total, "b": total // 2 + 1}
-    progress: dict[str, list[tuple[float, float | None]]] = {name: [] for name in sizes}
+    streams: dict[str, list[tuple[float, float | None]]] = {name: [] for name in sizes}
     handles: dict[str, str] = {}
     async with wire.client(first, token) as one:
         for name, size in sizes.items():
@@ -123,8 +123,8 @@ async def seed_walkthrough(
             await one.call_tool("add_records", {"handle": handles[name], "records": batch})
 
     async def commit(name: str, url: str) -> dict[str, Any]:
-        async def on_progress(value: float, of: float | None, message: str | None) -> None:
-            progress[name].append((value, of))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            streams[name].append((progress, total))
 
         async with wire.client(url, token) as c:
             return _data(
@@ -133,11 +133,11 @@ async def seed_walkthrough(
 
     done = await asyncio.gather(commit("a", first), commit("b", second))
     for (name, size), result in zip(sizes.items(), done, strict=True):
-        values = [v for v, _ in progress[name]]
+        values = [v for v, _ in streams[name]]
         print(f"   {name}: {len(values)} progress notifications, {values[0]:g} .. {values[-1]:g} of {size}")
         check(
             result["status"] == "committed"
-            and {of for _, of in progress[name]} == {size}
+            and {of for _, of in streams[name]} == {size}
             and values == sorted(set(values))
             and values[-1] == size,
             f"commit {name}: only its own progress, strictly increasing to {size}",
