@@ -349,7 +349,7 @@ def act(
             raise OperationNotFound()
         import_id = row.import_id
     try:
-        outcome, detail = _ACTIONS[action](ctx, operation_id, import_id, actor, reason)
+        outcome, detail = _ACTIONS[OperatorAction(action)](ctx, operation_id, import_id, actor, reason)
     except (AdapterError, LegacyError) as exc:
         _audit(ctx, operation_id, actor, action, reason, f"refused: {type(exc).__name__}")
         raise
