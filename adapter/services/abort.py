@@ -35,6 +35,7 @@ from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["abort_import", "compensate_import", "resume_compensations"]
 
+
 def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> AbortResult:
     """Abort ``handle``'s import: drop an open one, compensate a committed one.
 

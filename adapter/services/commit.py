@@ -464,10 +464,7 @@ def _set_recovery_point(
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
             operation = _get_operation(uow, claim)
-            if (
-                operation.lease_owner != claim.lease_owner
-                or operation.status != OperationState.IN_PROGRESS
-            ):
+            if operation.lease_owner != claim.lease_owner or operation.status != OperationState.IN_PROGRESS:
                 raise _LeaseLost()
             operation.recovery_point = point
             if attempt:

@@ -47,6 +47,7 @@ __all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
 
 log = logging.getLogger("adapter.reconcile")
 
+
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """What one reconciliation found and recorded (``status`` is the operation's new status)."""
@@ -171,10 +172,7 @@ def _record(
             operation = uow.operations.get(operation_id)
             if operation is None or operation.import_id is None:
                 raise InvalidState(f"operation {operation_id} is gone or belongs to no import")
-            if (
-                operation.lease_owner != owner
-                or operation.status not in OPERATION_AWAITING_RECONCILIATION
-            ):
+            if operation.lease_owner != owner or operation.status not in OPERATION_AWAITING_RECONCILIATION:
                 return None  # the commit finished (or someone else acted) meanwhile: its record stands
             row = uow.imports.get(operation.import_id)
             if row is None:
