@@ -14,6 +14,7 @@ from datetime import datetime
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.identity import Principal
 from adapter.domain.views import ImportView
+from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.services.imports import to_view
 from adapter.store.tables import EventRow
@@ -23,7 +24,7 @@ __all__ = ["ChangeFollower", "ImportChange", "ImportPage", "list_imports"]
 
 _PURPOSE = "imports/list"
 
-LIST_EVENTS = frozenset({"import.opened", "import.expired", "import.purged"})
+LIST_EVENTS = frozenset({EventKind.IMPORT_OPENED, EventKind.IMPORT_EXPIRED, EventKind.IMPORT_PURGED})
 """Events that change what an owner's import list holds: an import appears, closes, or goes."""
 
 
@@ -119,7 +120,7 @@ def _list_owners(uow: UnitOfWork, events: list[EventRow]) -> dict[str, Principal
         if event.import_id is None:
             continue
         detail = event.detail or {}
-        if event.kind == "import.purged" and "principal" in detail:
+        if event.kind == EventKind.IMPORT_PURGED and "principal" in detail:
             owners[event.import_id] = Principal(str(detail["principal"]), str(detail["tenant"]))
             continue
         row = uow.imports.get(event.import_id)
