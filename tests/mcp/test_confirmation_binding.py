@@ -156,6 +156,35 @@ async def test_an_accepted_round_delivered_to_two_workers_at_once_commits_once(
     assert batch["records"] == records
 
 
+async def test_a_decline_and_an_accept_of_one_round_racing_on_two_workers_have_one_outcome(
+    server: Any, other_server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    results: dict[str, Any] = {}
+    async with (
+        server.client(elicitation_callback=lambda *a: ACCEPT) as one,
+        other_server.client(elicitation_callback=lambda *a: ACCEPT) as two,
+    ):
+        handle = await server.stage(one, make_records(2))
+        first = await ask(one, handle)
+
+        async def deliver(name: str, client: Any, response: ElicitResult) -> None:
+            results[name] = await answer(client, handle, first, response)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(deliver, "decline", one, DECLINE)
+            tg.start_soon(deliver, "accept", two, ACCEPT)
+        status = server.structured(await one.call_tool("get_import_status", {"handle": handle}))
+    refused = [name for name, r in results.items() if r.is_error]
+    assert len(refused) == 1, "the round holds the first answer; the other is refused"
+    assert server.error_text(results[refused[0]]).startswith("confirmation_used:")
+    if refused == ["accept"]:
+        assert server.structured(results["decline"])["status"] == "declined"
+        assert (status["status"], legacy_engine.committed_batches()) == ("open", [])
+    else:
+        assert server.structured(results["accept"])["status"] == "committed"
+        assert (status["status"], len(legacy_engine.committed_batches())) == ("committed", 1)
+
+
 # --- requestState reused elsewhere -----------------------------------------------------------------
 
 
