@@ -69,8 +69,8 @@ class _Handler(socketserver.StreamRequestHandler):
     server: _TCPServer
 
     def setup(self) -> None:
-        # StreamRequestHandler.setup applies self.timeout to the socket: that is the idle timeout.
-        self.timeout = self.server.engine.idle_timeout
+        # The socket's timeout is the idle timeout (None: wait for ever, as StreamRequestHandler would).
+        self.request.settimeout(self.server.engine.idle_timeout)
         super().setup()
         self.server.track(self.connection, True)
 
