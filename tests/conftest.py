@@ -1,12 +1,13 @@
 """Shared fixtures: a real database (SQLite, and PostgreSQL when configured) and the simulator over TCP.
 
+What more than fixtures need (constants, the kit factory, servers, waits) is in ``tests/support``.
+
 PostgreSQL tests run when ADAPTER_TEST_POSTGRES_URL is set (``.ci/run`` sets it); each test gets its
 own schema, so runs do not interfere and nothing is left behind.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,15 +18,12 @@ from sqlalchemy import create_engine, text
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.legacy.simulator import SimulatorPort
-from adapter.services import CommitPolicy, ImportService, ServiceContext
+from adapter.services import ImportService, ServiceContext
 from adapter.store import Store
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
-
-POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
-SECRET = secrets.token_bytes(32)
-FAST_RETRIES = CommitPolicy(retry_wait_initial=0.001, retry_wait_max=0.01)
+from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
 
 
 def _postgres_schema_url(base: str, schema: str) -> str:
@@ -33,18 +31,7 @@ def _postgres_schema_url(base: str, schema: str) -> str:
     return f"{base}{separator}options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=["sqlite", POSTGRES])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database URL, on each supported database."""
     if request.param == "sqlite":
@@ -97,8 +84,8 @@ def ctx(store: Store, legacy_port: SimulatorPort) -> ServiceContext:
     return ServiceContext(
         store=store,
         legacy=legacy_port,
-        codec=HandleCodec(SECRET),
-        cursors=CursorCodec(SECRET),
+        codec=HandleCodec(SECRET_BYTES),
+        cursors=CursorCodec(SECRET_BYTES),
         commit_policy=FAST_RETRIES,
     )
 
@@ -110,9 +97,9 @@ def service(ctx: ServiceContext) -> ImportService:
 
 @pytest.fixture
 def alice() -> Principal:
-    return Principal(subject="alice", tenant="acme")
+    return ALICE
 
 
 @pytest.fixture
 def bob() -> Principal:
-    return Principal(subject="bob", tenant="acme")
+    return BOB
