@@ -9,7 +9,7 @@ import pytest
 
 from adapter.domain.errors import HandleExpired, IdempotencyKeyReused, InvalidState
 from adapter.domain.identity import Principal
-from adapter.services import CancelToken, ImportService
+from adapter.services import CancelToken, CommitPolicy, ImportService, ServiceContext
 from legacy_sim.engine import LegacyEngine
 
 
@@ -189,11 +189,11 @@ def test_same_key_while_first_commit_runs_answers_in_progress(
 
 
 def test_transient_errors_are_retried_without_doubling(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     records = make_records(40)
     handle = staged_import(service, alice, records)
-    service.ctx.commit_policy = type(service.ctx.commit_policy)(
+    ctx.commit_policy = CommitPolicy(
         chunk_size=10, max_attempts=30, retry_wait_initial=0.001, retry_wait_max=0.005
     )
     legacy_engine.update_faults(error_rate=0.05, seed=7)

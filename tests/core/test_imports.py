@@ -18,7 +18,7 @@ from adapter.domain.errors import (
     OperationNotFound,
 )
 from adapter.domain.identity import HandleCodec, Principal
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 from adapter.store.tables import ImportRow
 from legacy_sim.engine import LegacyEngine
 
@@ -35,10 +35,12 @@ def test_begin_returns_an_opaque_unguessable_handle_bound_to_the_caller(
     assert (first.status, first.record_count, first.replayed) == ("open", 0, False)
 
 
-def test_the_store_keeps_only_a_digest_of_the_handle(service: ImportService, alice: Principal) -> None:
+def test_the_store_keeps_only_a_digest_of_the_handle(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
     handle = service.begin(alice, "customers").handle
 
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         [row] = uow.session.query(ImportRow).all()
         stored = [str(getattr(row, column.key)) for column in ImportRow.__table__.columns]
         digest = row.handle_digest
@@ -68,14 +70,16 @@ def test_the_same_key_is_independent_per_principal(
     assert not theirs.replayed
 
 
-def test_add_stages_records_in_order_across_calls(service: ImportService, alice: Principal) -> None:
+def test_add_stages_records_in_order_across_calls(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
     handle = service.begin(alice, "customers").handle
 
     service.add(alice, handle, [{"n": 1}, {"n": 2}])
     result = service.add(alice, handle, [{"n": 3}])
 
     assert (result.accepted, result.record_count) == (1, 3)
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         import_id = service.status(alice, handle).import_id
         staged = uow.records.chunk(import_id, 0, 10)
     assert [(seq, data) for seq, data in staged] == [(1, '{"n":1}'), (2, '{"n":2}'), (3, '{"n":3}')]
@@ -94,7 +98,7 @@ def test_add_replayed_with_same_key_stages_once(service: ImportService, alice: P
 
 
 def test_concurrent_adds_to_one_import_keep_every_record_at_its_own_position(
-    service: ImportService, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal
 ) -> None:
     handle = service.begin(alice, "customers").handle
     errors: list[BaseException] = []
@@ -114,7 +118,7 @@ def test_concurrent_adds_to_one_import_keep_every_record_at_its_own_position(
 
     assert errors == []
     assert service.status(alice, handle).record_count == 4 * 5 * 3
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         staged = uow.records.chunk(service.status(alice, handle).import_id, 0, 1000)
     assert [seq for seq, _ in staged] == list(range(1, 61))
 
@@ -192,14 +196,14 @@ def test_begin_refuses_a_bad_target(service: ImportService, alice: Principal, ta
 
 
 def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
-    service: ImportService, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal
 ) -> None:
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": 1}])
 
     assert service.abort(alice, handle).status == "aborted"
     assert service.abort(alice, handle).status == "aborted"
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         assert uow.records.count(service.status(alice, handle).import_id) == 0
     with pytest.raises(InvalidState):
         service.add(alice, handle, [{"n": 2}])
