@@ -50,6 +50,10 @@ class _TCPServer(socketserver.ThreadingTCPServer):
             else:
                 self._conns.discard(conn)
 
+    def open_connections(self) -> int:
+        with self._conns_lock:
+            return len(self._conns)
+
     def drop_all(self) -> None:
         """Cut every open connection so handler threads end promptly on close."""
         with self._conns_lock:
@@ -136,6 +140,11 @@ class SimulatorServer:
     def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now; one an idle timeout dropped no longer counts."""
+        return self._server.open_connections()
 
     def start(self) -> SimulatorServer:
         self._thread.start()

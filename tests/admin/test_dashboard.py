@@ -403,6 +403,7 @@ def screenshot(driver: Any, name: str, width: int = 1280) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_an_operator_logs_in_filters_opens_an_operation_and_reconciles_it(
     browser: Any, base_url: str, seeded: Seeded

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from adapter.services import ImportService, ServiceContext
 from adapter.services import abort as abort_flow
 from adapter.services import commit as commit_flow
 from legacy_sim.engine import LegacyEngine
+from tests.support.wait import wait_until
 
 
 def records(n: int) -> list[dict[str, Any]]:
@@ -95,9 +95,7 @@ def test_a_slow_commit_is_not_believed_lost_before_the_grace_period(
     assert service.status(alice, handle).status == "outcome_unknown"
 
     legacy_engine.update_faults(latency_ms=0)
-    deadline = time.monotonic() + 10
-    while not legacy_engine.committed_batches() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(legacy_engine.committed_batches, what="the slow COMMIT to land")
     [resolution] = service.reconcile()
     assert resolution.status == "succeeded"
     assert len(legacy_engine.committed_batches()) == 1

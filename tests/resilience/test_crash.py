@@ -44,7 +44,9 @@ from adapter.config import load_settings
 from adapter.domain.identity import Principal
 from adapter.services.commit import batch_ref_for
 from adapter.store import Store
+from adapter.store.tables import utcnow
 from legacy_sim.engine import LegacyEngine
+from tests.support.wait import wait_until
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "crash_driver.py"
@@ -186,12 +188,39 @@ def kit(db_url: str, store: Store, legacy_address: tuple[str, int]) -> Iterator[
 SECRET = secrets.token_hex(32)
 
 
+class LatencyWatch:
+    """The simulator's sleep for injected latency, counted: a command has reached the simulator
+    and is held there (not yet applied) once the count goes up."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, seconds: float) -> None:
+        self.calls += 1
+        time.sleep(seconds)
+
+
+@pytest.fixture
+def latency() -> LatencyWatch:
+    return LatencyWatch()
+
+
+@pytest.fixture
+def legacy_engine(tmp_path: Path, latency: LatencyWatch) -> Iterator[LegacyEngine]:
+    """The root fixture's simulator, with its latency sleeps counted."""
+    engine = LegacyEngine(tmp_path / "legacy.db", idle_timeout=None, sleep=latency)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.slow
 def test_kill_9_at_every_point_of_a_commit_then_reconcile(
     db_url: str,
     store: Store,
     kit: Kit,
     legacy_engine: LegacyEngine,
     legacy_address: tuple[str, int],
+    latency: LatencyWatch,
     tmp_path: Path,
 ) -> None:
     env = adapter_env(db_url, legacy_address, SECRET)
@@ -210,11 +239,11 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         legacy_engine.update_faults(latency_ms=COMMIT_LATENCY_MS)
         drivers["inflight"].send("go")
         drivers["inflight"].expect("sending")
-        time.sleep(0.3)  # COMMIT is on the wire / sleeping in the simulator, not yet applied
+        # the only command after "sending" is COMMIT: once it sleeps in the simulator it is in flight
+        wait_until(lambda: latency.calls > 0, what="COMMIT held in the simulator")
         assert batches_for(legacy_engine, {f"adp-{operation_of(store, imports['inflight']).id}"}) == []
         for driver in drivers.values():
             driver.kill()
-        killed_at = time.monotonic()
         for driver in drivers.values():
             assert driver.proc.returncode == -signal.SIGKILL, driver.key
     finally:
@@ -229,15 +258,17 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         assert op.lease_owner is not None
     refs = {key: batch_ref_for(op.id) for key, op in operations.items()}
     # the in-flight COMMIT still lands after its sender died
-    deadline = time.monotonic() + 10
-    while not batches_for(legacy_engine, {refs["inflight"]}) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: batches_for(legacy_engine, {refs["inflight"]}), what="the in-flight COMMIT to land")
     legacy_engine.update_faults(latency_ms=0)
     landed = {b["batch_ref"] for b in legacy_engine.committed_batches()}
     assert landed == {refs["inflight"], refs["returned"]}
 
     # 4. restart: only the reconciler runs, until everything is resolved (bounded)
-    time.sleep(max(0.0, killed_at + LEASE_SECONDS + 0.1 - time.monotonic()))
+    def leases_ran_out() -> bool:
+        now = utcnow()
+        return all(operation_of(store, imports[key]).lease_expires_at < now for key in CASES)
+
+    wait_until(leases_ran_out, LEASE_SECONDS + 10, what="the dead workers' leases to run out")
     unsent_sent_at = commit_sent_at(store, operations["unsent"].id)
     assert unsent_sent_at is not None
     deadline = time.monotonic() + GRACE_SECONDS + 25

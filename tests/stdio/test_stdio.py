@@ -24,8 +24,9 @@ from legacy_sim.engine import LegacyEngine
 from tests.support.constants import PROTOCOL_VERSION, SECRET, TIMEOUT
 from tests.support.mcp import LEGACY_INITIALIZE, modern_meta
 from tests.support.servers import read_line, send_line, stdio_client, stdio_process
+from tests.support.wait import poll_until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a Python subprocess per test
 
 
 @pytest.fixture
@@ -152,16 +153,19 @@ async def test_cancelling_a_commit_mid_way_records_cancelled_and_sends_no_batch(
                 tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
 
         # The server stops at its next check and records the truth; poll until it has.
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                status = await call(client, "get_import_status", {"handle": handle})
-                commits = [op for op in status["operations"] if op["kind"] == "commit"]
-                if commits and commits[-1]["status"] != "in_progress":
-                    break
-                await anyio.sleep(0.05)
-        assert commits[-1]["status"] == "cancelled"
+        def commits(status: dict[str, Any]) -> list[dict[str, Any]]:
+            return [op for op in status["operations"] if op["kind"] == "commit"]
+
+        status = await poll_until(
+            lambda: call(client, "get_import_status", {"handle": handle}),
+            lambda status: bool(commits(status)) and commits(status)[-1]["status"] != "in_progress",
+            TIMEOUT,
+            what="the commit to stop",
+        )
+        [*_, last] = commits(status)
+        assert last["status"] == "cancelled"
         assert status["status"] == "open"  # still open: the records can be committed later
-        operation = await call(client, "get_operation_status", {"operation_id": commits[-1]["operation_id"]})
+        operation = await call(client, "get_operation_status", {"operation_id": last["operation_id"]})
         assert operation["status"] == "cancelled"
 
     assert legacy_engine.committed_batches() == []

@@ -34,8 +34,7 @@ TOKENS = {
 }
 """The MCP token file's contents: bearer token -> principal."""
 
-FAST_RETRY_WAITS = {"retry_wait_initial": 0.001, "retry_wait_max": 0.01}
-FAST_RETRIES = CommitPolicy(**FAST_RETRY_WAITS)
+FAST_RETRIES = CommitPolicy(retry_wait_initial=0.001, retry_wait_max=0.01)
 """Commit retries in milliseconds: tests prove how many attempts happen, not how long they wait."""
 
 POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")

@@ -16,7 +16,7 @@ from typing import Any
 from adapter.bootstrap import Kit, build, commit_policy_for
 from adapter.config import Settings, load_settings
 from adapter.store import Store
-from tests.support.constants import FAST_RETRY_WAITS, SECRET, TOKENS
+from tests.support.constants import FAST_RETRIES, SECRET, TOKENS
 
 
 def write_tokens(path: Path, tokens: dict[str, dict[str, str]] = TOKENS) -> Path:
@@ -47,7 +47,11 @@ def running_kit(settings: Settings, store: Store, *, fast_retries: bool = True) 
     retries after milliseconds (the attempts stay as the settings say)."""
     policy = commit_policy_for(settings)
     if fast_retries:
-        policy = dataclasses.replace(policy, **FAST_RETRY_WAITS)
+        policy = dataclasses.replace(
+            policy,
+            retry_wait_initial=FAST_RETRIES.retry_wait_initial,
+            retry_wait_max=FAST_RETRIES.retry_wait_max,
+        )
     kit = build(settings, store=store, commit_policy=policy)
     try:
         yield kit

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 POLL = 0.01
 
@@ -27,3 +30,21 @@ async def wait_until_async(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} did not hold within {timeout} s")
         await asyncio.sleep(POLL)
+
+
+async def poll_until(
+    fetch: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    timeout: float = 20.0,
+    *,
+    what: str = "condition",
+) -> T:
+    """Ask ``fetch()`` (a call to the server, say) until ``done`` holds for its answer; return that answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = await fetch()
+        if done(answer):
+            return answer
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not hold within {timeout} s (last: {answer!r})")
+        await asyncio.sleep(POLL * 5)
