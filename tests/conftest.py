@@ -11,10 +11,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 
+from adapter.bootstrap import Kit
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.legacy.simulator import SimulatorPort
@@ -24,6 +26,7 @@ from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
+from tests.support.kit import kit_settings, running_kit
 
 
 def _postgres_schema_url(base: str, schema: str) -> str:
@@ -93,6 +96,41 @@ def ctx(store: Store, legacy_port: SimulatorPort) -> ServiceContext:
 @pytest.fixture
 def service(ctx: ServiceContext) -> ImportService:
     return ImportService(ctx)
+
+
+@pytest.fixture
+def kit_defaults() -> dict[str, Any]:
+    """Settings a folder's tests share (a conftest overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, Any]:
+    """Settings one test needs: ``@pytest.mark.parametrize("settings_overrides", [{...}])``."""
+    return {}
+
+
+@pytest.fixture
+def fast_retries() -> bool:
+    """Whether the kit's commit flow retries after milliseconds instead of its own waits."""
+    return True
+
+
+@pytest.fixture
+def kit(
+    store: Store,
+    db_url: str,
+    legacy_address: tuple[str, int],
+    kit_defaults: dict[str, Any],
+    settings_overrides: dict[str, Any],
+    fast_retries: bool,
+    tmp_path: Path,
+) -> Iterator[Kit]:
+    """The kit as ``build`` wires it (``tests.support.kit``) on the migrated ``store`` and the TCP
+    simulator; settings from ``kit_defaults``, then ``settings_overrides``."""
+    settings = kit_settings(db_url, legacy_address, tmp_path, **{**kit_defaults, **settings_overrides})
+    with running_kit(settings, store, fast_retries=fast_retries) as kit:
+        yield kit
 
 
 @pytest.fixture

@@ -2,9 +2,8 @@
 
 * ``settings_overrides``: ``load_settings`` overrides; override with
   ``@pytest.mark.parametrize("settings_overrides", [{...}])`` (e.g. no admin tokens).
-* ``kit``: the shared kit factory (``tests.support.kit``) on the migrated ``store`` (SQLite and
-  PostgreSQL) with an operator token, a viewer token, the MCP token file, the simulator over TCP
-  and fast legacy retries.
+* ``kit`` (the root conftest's): the shared kit factory on the migrated ``store`` (SQLite and
+  PostgreSQL) with, from ``kit_defaults`` here, an operator token and a viewer token.
 * ``server``: ``create_app(kit, run_maintenance=False)`` (so only the tests reconcile) served by
   uvicorn on 127.0.0.1:0 in a thread of this process; a :class:`Running` with ``url``, ``kit``,
   ``get``/``post`` (httpx, operator token unless told), ``tool`` (one MCP tool call) and helpers
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,36 +22,21 @@ import pytest
 from adapter.bootstrap import Kit
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
-from adapter.store import Store
 from legacy_sim.engine import LegacyEngine
 from tests.support.constants import ALICE_TOKEN, CAROL, OPERATOR_TOKEN, TIMEOUT, VIEWER_TOKEN
-from tests.support.kit import kit_settings, running_kit
+from tests.support.imports import staged
 from tests.support.mcp import mcp_headers, modern_meta, parse_body
 from tests.support.servers import serve_in_thread
 
 
 @pytest.fixture
-def settings_overrides() -> dict[str, Any]:
-    return {}
-
-
-@pytest.fixture
-def kit(
-    store: Store,
-    db_url: str,
-    legacy_address: tuple[str, int],
-    settings_overrides: dict[str, Any],
-    tmp_path: Path,
-) -> Iterator[Kit]:
-    values: dict[str, Any] = {
+def kit_defaults() -> dict[str, Any]:
+    return {
         "admin_token": OPERATOR_TOKEN,
         "admin_readonly_token": VIEWER_TOKEN,
         "legacy_timeout_seconds": 5.0,
         "unknown_grace_seconds": 0.0,
-        **settings_overrides,
     }
-    with running_kit(kit_settings(db_url, legacy_address, tmp_path, **values), store) as kit:
-        yield kit
 
 
 @dataclass
@@ -114,9 +97,7 @@ class Running:
     # --- making operations through the service layer -----------------------------------------------
 
     def staged(self, who: Principal, n: int = 3, *, target: str = "customers", key: str | None = None) -> str:
-        handle = self.kit.service.begin(who, target, idempotency_key=key).handle
-        self.kit.service.add(who, handle, [{"n": i} for i in range(n)])
-        return handle
+        return staged(self.kit.service, who, n, target=target, key=key)
 
     def committed(self, who: Principal, n: int = 3, *, target: str = "customers") -> tuple[str, Any]:
         """(handle, CommitResult) of a committed import."""

@@ -21,6 +21,7 @@ from adapter.domain.identity import HandleCodec, Principal
 from adapter.services import ImportService, ServiceContext
 from adapter.store.tables import ImportRow
 from legacy_sim.engine import LegacyEngine
+from tests.support.imports import staged
 
 
 def test_begin_returns_an_opaque_unguessable_handle_bound_to_the_caller(
@@ -147,8 +148,7 @@ def test_bad_records_are_refused_with_a_clear_error_and_nothing_staged(
 def test_another_principals_handle_is_indistinguishable_from_an_unknown_one(
     service: ImportService, alice: Principal, bob: Principal
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
+    handle = staged(service, alice)
     other_tenant = Principal(subject="alice", tenant="other")
 
     errors = []
@@ -198,8 +198,7 @@ def test_begin_refuses_a_bad_target(service: ImportService, alice: Principal, ta
 def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
     service: ImportService, ctx: ServiceContext, alice: Principal
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
+    handle = staged(service, alice)
 
     assert service.abort(alice, handle).status == "aborted"
     assert service.abort(alice, handle).status == "aborted"
@@ -214,8 +213,7 @@ def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
 def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
+    handle = staged(service, alice)
     committed = service.commit(alice, handle)
 
     assert service.abort(alice, handle).status == "compensated"
@@ -230,8 +228,7 @@ def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
 def test_compensation_that_keeps_failing_stops_at_needs_operator(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
+    handle = staged(service, alice)
     service.commit(alice, handle)
     legacy_engine.update_faults(error_rate=1.0)
 
@@ -251,8 +248,7 @@ def test_compensation_that_keeps_failing_stops_at_needs_operator(
 def test_operation_status_by_id_and_key_only_for_its_owner(
     service: ImportService, alice: Principal, bob: Principal
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
+    handle = staged(service, alice)
     committed = service.commit(alice, handle, idempotency_key="ck")
 
     by_id = service.operation_status(alice, operation_id=committed.operation_id)

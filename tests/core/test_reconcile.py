@@ -18,17 +18,8 @@ from adapter.services import ImportService, ServiceContext
 from adapter.services import abort as abort_flow
 from adapter.services import commit as commit_flow
 from legacy_sim.engine import LegacyEngine
+from tests.support.imports import records, staged
 from tests.support.wait import wait_until
-
-
-def records(n: int) -> list[dict[str, Any]]:
-    return [{"n": i} for i in range(n)]
-
-
-def staged(service: ImportService, who: Principal, n: int = 5) -> str:
-    handle = service.begin(who, "customers").handle
-    service.add(who, handle, records(n))
-    return handle
 
 
 def use_policy(ctx: ServiceContext, **changes: Any) -> None:
@@ -43,7 +34,7 @@ def events(ctx: ServiceContext, operation_id: str, kind: str) -> list[Any]:
 def test_drop_after_commit_is_reconciled_to_committed_with_one_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     legacy_engine.update_faults(drop_after_commit=1.0)
     unknown = service.commit(alice, handle, idempotency_key="c1")
     legacy_engine.update_faults(drop_after_commit=0.0)
@@ -128,7 +119,7 @@ def crash_and_reconcile(
 def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     with freeze_time(ctx.clock()) as frozen:
         operation_id = crash_during_replay(ctx, alice, handle, key="k")
         assert service.reconcile() == []  # the lease is still held: the worker may be alive
@@ -152,7 +143,7 @@ def test_a_retried_operation_asks_before_committing_again(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     operation_id, _ = crash_and_reconcile(service, ctx, alice, handle, key="k")
     # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
@@ -166,7 +157,7 @@ def test_a_retried_operation_asks_before_committing_again(
 def test_two_reconcilers_at_once_act_once(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     legacy_engine.update_faults(drop_after_commit=1.0)
     unknown = service.commit(alice, handle)
     legacy_engine.update_faults(drop_after_commit=0.0, latency_ms=50)
@@ -212,7 +203,7 @@ def test_compensation_resumes_after_an_interruption(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """A crash between writing the compensation record and the VOID leaves it compensating."""
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     service.commit(alice, handle)
     import_id = service.status(alice, handle).import_id
     abort_flow._start(ctx, import_id, "aborted by its owner", alice)  # the first of the two steps
@@ -250,9 +241,9 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     with freeze_time("2026-06-01 09:00:00") as frozen:
-        done = staged(service, alice)
+        done = staged(service, alice, 5)
         service.commit(alice, done, idempotency_key="old")
-        unknown = staged(service, alice)
+        unknown = staged(service, alice, 5)
         legacy_engine.update_faults(drop_after_commit=1.0)
         pending = service.commit(alice, unknown)
         legacy_engine.update_faults(drop_after_commit=0.0)
@@ -274,7 +265,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     operation_id, [resolution] = crash_and_reconcile(service, ctx, alice, handle)
     assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
@@ -306,7 +297,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
 def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     operation_id, _ = crash_and_reconcile(service, ctx, alice, handle, key="k")
     service.add(alice, handle, records(2))  # open again, so more records may come
     legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed

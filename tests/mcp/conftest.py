@@ -2,9 +2,9 @@
 
 * ``settings_overrides``: a dict of ``load_settings`` overrides; a test overrides it with
   ``@pytest.mark.parametrize("settings_overrides", [{...}])`` (``{"tokens": None}`` is local mode).
-* ``kit``: the shared kit factory (``tests.support.kit``) on the migrated ``store`` (SQLite and
-  PostgreSQL) with the token file of two principals (alice@acme, bob@acme), ``page_size=3`` and
-  ``legacy_url=tcp://...``.
+* ``kit`` (the root conftest's): the shared kit factory on the migrated ``store`` (SQLite and
+  PostgreSQL) with the token file of two principals (alice@acme, bob@acme) and, from
+  ``kit_defaults`` here, ``page_size=3``.
 * ``server``: ``create_app(kit)`` served by uvicorn in-process on 127.0.0.1:0; a :class:`Running`
   with ``url``, ``kit``, ``client(...)`` (an SDK client over httpx2) and ``raw(...)`` (plain httpx).
 """
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,9 +27,7 @@ from mcp_types import CallToolResult
 
 from adapter.bootstrap import Kit
 from adapter.entrypoints.http.app import create_app
-from adapter.store import Store
 from tests.support.constants import ALICE_TOKEN, BOB_TOKEN, TIMEOUT
-from tests.support.kit import kit_settings, running_kit
 from tests.support.mcp import mcp_headers, modern_meta, parse_body
 from tests.support.servers import serve_in_process
 
@@ -41,22 +38,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def settings_overrides() -> dict[str, Any]:
-    return {}
+def kit_defaults() -> dict[str, Any]:
+    return {"page_size": 3}
 
 
 @pytest.fixture
-def kit(
-    store: Store,
-    db_url: str,
-    legacy_address: tuple[str, int],
-    settings_overrides: dict[str, Any],
-    tmp_path: Path,
-) -> Iterator[Kit]:
-    settings = kit_settings(db_url, legacy_address, tmp_path, **{"page_size": 3, **settings_overrides})
-    # The commit flow's own retry waits: tests here see progress and cancellation as a client would.
-    with running_kit(settings, store, fast_retries=False) as kit:
-        yield kit
+def fast_retries() -> bool:
+    return False  # the commit flow's own retry waits: progress and cancellation as a client sees them
 
 
 @dataclass
