@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
-import secrets
 import signal
 import subprocess
 import sys
@@ -39,13 +38,13 @@ from typing import Any
 
 import pytest
 
-from adapter.bootstrap import Kit, build
-from adapter.config import load_settings
+from adapter.bootstrap import Kit
 from adapter.domain.identity import Principal
 from adapter.services.commit import batch_ref_for
 from adapter.store import Store
 from adapter.store.tables import utcnow
 from legacy_sim.engine import LegacyEngine
+from tests.support.constants import SECRET
 from tests.support.wait import wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -170,22 +169,9 @@ def batches_for(engine: LegacyEngine, import_refs: set[str]) -> list[dict[str, A
 
 
 @pytest.fixture
-def kit(db_url: str, store: Store, legacy_address: tuple[str, int]) -> Iterator[Kit]:
-    """An in-process kit on the same database and simulator (what the test checks and commits with)."""
-    host, port = legacy_address
-    settings = load_settings(
-        database_url=db_url,
-        legacy_url=f"tcp://{host}:{port}",
-        secret=SECRET,
-        lease_seconds=LEASE_SECONDS,
-        unknown_grace_seconds=GRACE_SECONDS,
-    )
-    kit = build(settings)
-    yield kit
-    kit.close()
-
-
-SECRET = secrets.token_hex(32)
+def kit_defaults() -> dict[str, Any]:
+    """The in-process kit (what the test checks and commits with) is tuned like the killed ones."""
+    return {"lease_seconds": LEASE_SECONDS, "unknown_grace_seconds": GRACE_SECONDS, "tokens": None}
 
 
 class LatencyWatch:
