@@ -24,6 +24,12 @@ from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
 
 
+@pytest.fixture
+def handle(service: ImportService, alice: Principal) -> str:
+    """Alice's open import with one staged record."""
+    return staged(service, alice)
+
+
 def test_begin_returns_an_opaque_unguessable_handle_bound_to_the_caller(
     service: ImportService, alice: Principal
 ) -> None:
@@ -146,9 +152,8 @@ def test_bad_records_are_refused_with_a_clear_error_and_nothing_staged(
 
 
 def test_another_principals_handle_is_indistinguishable_from_an_unknown_one(
-    service: ImportService, alice: Principal, bob: Principal
+    service: ImportService, alice: Principal, bob: Principal, handle: str
 ) -> None:
-    handle = staged(service, alice)
     other_tenant = Principal(subject="alice", tenant="other")
 
     errors = []
@@ -196,10 +201,8 @@ def test_begin_refuses_a_bad_target(service: ImportService, alice: Principal, ta
 
 
 def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
-    service: ImportService, ctx: ServiceContext, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal, handle: str
 ) -> None:
-    handle = staged(service, alice)
-
     assert service.abort(alice, handle).status == "aborted"
     assert service.abort(alice, handle).status == "aborted"
     with ctx.store.unit_of_work() as uow:
@@ -211,9 +214,8 @@ def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
 
 
 def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, handle: str
 ) -> None:
-    handle = staged(service, alice)
     committed = service.commit(alice, handle)
 
     assert service.abort(alice, handle).status == "compensated"
@@ -226,9 +228,8 @@ def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
 
 
 def test_compensation_that_keeps_failing_stops_at_needs_operator(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, handle: str
 ) -> None:
-    handle = staged(service, alice)
     service.commit(alice, handle)
     legacy_engine.update_faults(error_rate=1.0)
 
@@ -246,9 +247,8 @@ def test_compensation_that_keeps_failing_stops_at_needs_operator(
 
 
 def test_operation_status_by_id_and_key_only_for_its_owner(
-    service: ImportService, alice: Principal, bob: Principal
+    service: ImportService, alice: Principal, bob: Principal, handle: str
 ) -> None:
-    handle = staged(service, alice)
     committed = service.commit(alice, handle, idempotency_key="ck")
 
     by_id = service.operation_status(alice, operation_id=committed.operation_id)

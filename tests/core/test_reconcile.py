@@ -107,13 +107,15 @@ def crash_during_replay(ctx: ServiceContext, who: Principal, handle: str, key: s
 
 
 def crash_and_reconcile(
-    service: ImportService, ctx: ServiceContext, who: Principal, handle: str, key: str | None = None
-) -> tuple[str, list[Any]]:
-    """A worker dies mid-replay, its lease runs out, and the reconciler resolves what it left."""
+    service: ImportService, ctx: ServiceContext, who: Principal, key: str | None = None
+) -> tuple[str, str, list[Any]]:
+    """An import of 5 records whose worker dies mid-replay; its lease runs out and the reconciler
+    resolves what it left: (handle, operation id, resolutions)."""
+    handle = staged(service, who, 5)
     with freeze_time(ctx.clock()) as frozen:
         operation_id = crash_during_replay(ctx, who, handle, key=key)
         frozen.tick(timedelta(seconds=ctx.commit_policy.lease_seconds + 1))
-        return operation_id, service.reconcile()
+        return handle, operation_id, service.reconcile()
 
 
 def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
@@ -143,8 +145,7 @@ def test_a_retried_operation_asks_before_committing_again(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
-    handle = staged(service, alice, 5)
-    operation_id, _ = crash_and_reconcile(service, ctx, alice, handle, key="k")
+    handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
 
@@ -265,8 +266,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
-    handle = staged(service, alice, 5)
-    operation_id, [resolution] = crash_and_reconcile(service, ctx, alice, handle)
+    handle, operation_id, [resolution] = crash_and_reconcile(service, ctx, alice)
     assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
     claim = commit_flow._Claim(
@@ -297,8 +297,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
 def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice, 5)
-    operation_id, _ = crash_and_reconcile(service, ctx, alice, handle, key="k")
+    handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     service.add(alice, handle, records(2))  # open again, so more records may come
     legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
 
