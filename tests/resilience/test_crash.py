@@ -271,7 +271,7 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         if all(op.status not in ("in_progress", "outcome_unknown") for op in current.values()):
             break
         assert time.monotonic() < deadline, f"still unresolved: {current}; reconcile said {outputs}"
-        time.sleep(0.5)
+        time.sleep(0.5)  # the pause between two reconciler runs (what a maintenance loop does)
     print(f"reconcile runs: {len(outputs)}, within the grace period: {early_runs}")
     assert early_runs >= 1, "no reconcile ran inside the grace period: the grace check went untested"
     print("".join(outputs))
