@@ -7,6 +7,7 @@ get the very same service layer.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from adapter.config import Settings, ensure_secret_file
@@ -48,9 +49,11 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
     )
 
 
-def commit_policy_for(settings: Settings) -> CommitPolicy:
-    """The commit flow's tuning as the settings give it (retry waits keep their defaults)."""
-    return CommitPolicy(
+def commit_policy_for(settings: Settings, base: CommitPolicy | None = None) -> CommitPolicy:
+    """The commit flow's tuning as the settings give it, over ``base`` (which supplies what no
+    setting names, the retry waits: tests pass millisecond ones)."""
+    return dataclasses.replace(
+        base or CommitPolicy(),
         chunk_size=settings.commit_chunk_size,
         max_attempts=settings.commit_max_attempts,
         lease_seconds=settings.lease_seconds,

@@ -7,7 +7,6 @@ Tests get the very wiring the entry points get; what they need changed goes in a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,13 +44,7 @@ def kit_settings(db_url: str, legacy_address: tuple[str, int], tmp_path: Path, *
 def running_kit(settings: Settings, store: Store, *, fast_retries: bool = True) -> Iterator[Kit]:
     """``build(settings, store=store)``, closed afterwards; with ``fast_retries`` the commit flow
     retries after milliseconds (the attempts stay as the settings say)."""
-    policy = commit_policy_for(settings)
-    if fast_retries:
-        policy = dataclasses.replace(
-            policy,
-            retry_wait_initial=FAST_RETRIES.retry_wait_initial,
-            retry_wait_max=FAST_RETRIES.retry_wait_max,
-        )
+    policy = commit_policy_for(settings, FAST_RETRIES if fast_retries else None)
     kit = build(settings, store=store, commit_policy=policy)
     try:
         yield kit
