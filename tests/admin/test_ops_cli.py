@@ -18,6 +18,7 @@ from legacy_sim.engine import LegacyEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "ops-tester"
+pytestmark = pytest.mark.slow  # each test starts `python -m adapter ops` as a subprocess at least once
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ never shown: operations and imports are named by their ids.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -92,7 +92,7 @@ def _error_body(exc: BaseException) -> dict[str, str]:
 class AdminRoute(APIRoute):
     """Routes of this router turn the service layer's errors into JSON error responses."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def mapped(request: Request) -> Response:

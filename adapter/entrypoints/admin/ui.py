@@ -34,7 +34,7 @@ operations, imports (by import id, never by handle), events and audit entries on
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -219,7 +219,7 @@ class _Page(Exception):
 class _DashboardRoute(APIRoute):
     """Turns :class:`_Page` (raised by a handler or a dependency) into its page."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
@@ -383,7 +383,14 @@ def overview(
         "import_id": _clean(import_id),
         "idempotency_key": _clean(idempotency_key),
     }
-    filters = OperationFilter(**values)
+    filters = OperationFilter(
+        status=values["status"],
+        kind=values["kind"],
+        principal=values["principal"],
+        tenant=values["tenant"],
+        import_id=values["import_id"],
+        idempotency_key=values["idempotency_key"],
+    )
     page_error = None
     try:
         page = admin.list_operations(filters, limit=limit, cursor=_clean(cursor))

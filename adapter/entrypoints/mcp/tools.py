@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -237,8 +237,8 @@ def _commit_out(result: CommitResult) -> s.CommitImportOut:
         raise _CommitFailed(result.error or "legacy_unavailable")
     return s.CommitImportOut(
         handle=result.handle,
-        status=result.status,
-        operation_id=result.operation_id,  # type: ignore[arg-type]
+        status=cast(s.CommitStatus, result.status),  # "failed" is raised above; pydantic checks the rest
+        operation_id=result.operation_id,
         legacy_batch_id=result.legacy_batch_id,
         record_count=result.record_count,
         replayed=result.replayed,
