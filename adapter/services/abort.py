@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from adapter.domain.errors import InvalidState
+from adapter.domain.errors import CompensationFailed, InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.states import ImportState, OperationKind, OperationState, transition
 from adapter.domain.views import AbortResult
@@ -22,7 +21,7 @@ from adapter.ports.legacy import LegacyError, LegacyTransient
 from adapter.services.access import find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
-from adapter.store.tables import CompensationRow, OperationRow
+from adapter.store.tables import CompensationRow
 
 __all__ = ["abort_import", "compensate_import", "resume_compensations"]
 
@@ -189,7 +188,7 @@ def _close(
             compensation = uow.compensations.for_import(import_id)
             assert row is not None and operation is not None and compensation is not None
             operation.status = status.value
-            operation.error = {"code": "compensation_failed", "reason": error} if error else None
+            operation.error = {"code": CompensationFailed.code, "reason": error} if error else None
             operation.result = {"legacy_batch_id": compensation.legacy_batch_id} if not error else None
             compensation.status = status.value
             compensation.last_error = error
@@ -218,19 +217,9 @@ def resume_compensations(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
     """Finish compensations a crashed worker left in ``compensating`` (not those at needs_operator)."""
     stale = ctx.clock() - timedelta(seconds=ctx.commit_policy.lease_seconds)
     with ctx.store.unit_of_work() as uow:
-        import_ids = list(
-            uow.session.scalars(
-                select(OperationRow.import_id)
-                .where(
-                    OperationRow.kind == OperationKind.COMPENSATE.value,
-                    OperationRow.status == OperationState.COMPENSATING.value,
-                    OperationRow.updated_at <= stale,
-                )
-                .limit(limit)
-            )
+        import_ids = uow.operations.stalled_imports(
+            OperationKind.COMPENSATE.value, OperationState.COMPENSATING.value, stale, limit
         )
     return [
-        compensate_import(ctx, import_id, reason="resumed after an interruption")
-        for import_id in import_ids
-        if import_id is not None
+        compensate_import(ctx, import_id, reason="resumed after an interruption") for import_id in import_ids
     ]

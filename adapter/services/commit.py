@@ -28,7 +28,7 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from adapter.domain.errors import HandleExpired, InvalidState
+from adapter.domain.errors import AdapterError, HandleExpired, InvalidState, LegacyRejected, LegacyUnavailable
 from adapter.domain.identity import Principal, fingerprint
 from adapter.domain.states import ImportState, OperationKind, OperationState, transition
 from adapter.domain.views import CommitResult
@@ -266,12 +266,12 @@ def _execute(
             ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent"
         )
     except LegacyTransient as exc:
-        return _finish_failed(ctx, claim, "legacy_unavailable", exc)
+        return _finish_failed(ctx, claim, LegacyUnavailable.code, exc)
     except LegacyFailed as exc:
-        return _finish_failed(ctx, claim, "legacy_rejected", exc)
+        return _finish_failed(ctx, claim, LegacyRejected.code, exc)
     except StagedRecordsMismatch as exc:
         log.error("commit %s: %s", claim.operation_id, exc)
-        return _finish_failed(ctx, claim, "internal_error", exc)
+        return _finish_failed(ctx, claim, AdapterError.code, exc)
     except BaseException as exc:
         # A bug or a store failure: record the truth we know, then let it propagate.
         with contextlib.suppress(Exception):
@@ -284,7 +284,7 @@ def _execute(
                     point="commit_sent",
                 )
             else:
-                _finish_failed(ctx, claim, "internal_error", exc)
+                _finish_failed(ctx, claim, AdapterError.code, exc)
         raise
     return _finish(
         ctx,
