@@ -225,8 +225,9 @@ class _Page(Exception):
 def _refusal(exc: BaseException) -> tuple[int, str]:
     """The status and the one-line message of an error, by the admin API's table (``errors.py``)."""
     error = as_adapter_error(exc)
+    code = error_status(exc) or 500
     message = f"{error.message} ({error.code})" if error is not None else "internal error"
-    return error_status(exc) or 500, message
+    return code, message + (". It is safe to try again later." if code >= 500 else "")
 
 
 class _DashboardRoute(APIRoute):
@@ -240,9 +241,7 @@ class _DashboardRoute(APIRoute):
                 return await handler(request)
             except MAPPED as exc:  # e.g. the database is down: the API's status, as a page
                 code, message = _refusal(exc)
-                page = _Page(
-                    code, "Cannot show this page", message + (". Try again later." if code >= 500 else ".")
-                )
+                page = _Page(code, "Cannot show this page", message)
             except _Page as raised:
                 page = raised
             if page.location:
