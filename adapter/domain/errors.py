@@ -62,13 +62,17 @@ __all__ = [
 
 
 class AdapterError(Exception):
-    """Base of every error a caller may see; ``code`` is stable and safe to show to clients."""
+    """Base of every error a caller may see; ``code`` is stable and safe to show to clients.
+
+    ``default`` is the message when none is given (most classes say the same thing every time).
+    """
 
     code: str = "internal_error"
+    default: str = "internal error"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message if message is not None else self.default
+        super().__init__(self.message)
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -78,23 +82,17 @@ class HandleNotFound(AdapterError):
     """Unknown handle, or a handle of another principal: both get the same answer on purpose."""
 
     code = "handle_not_found"
-
-    def __init__(self) -> None:
-        super().__init__("no import with this handle")
+    default = "no import with this handle"
 
 
 class HandleExpired(AdapterError):
     code = "handle_expired"
-
-    def __init__(self) -> None:
-        super().__init__("the import's handle has expired; begin a new import")
+    default = "the import's handle has expired; begin a new import"
 
 
 class IdempotencyKeyReused(AdapterError):
     code = "idempotency_key_reused"
-
-    def __init__(self) -> None:
-        super().__init__("this idempotency key was already used for a different request")
+    default = "this idempotency key was already used for a different request"
 
 
 class InvalidState(AdapterError):
@@ -113,81 +111,63 @@ class InvalidCursor(AdapterError):
     """A cursor that does not verify: one generic answer, whatever the reason (start the list again)."""
 
     code = "invalid_cursor"
-
-    def __init__(self) -> None:
-        super().__init__("Invalid cursor")
+    default = "Invalid cursor"
 
 
 class OperationNotFound(AdapterError):
     """Unknown operation, or another principal's: the same answer on purpose."""
 
     code = "operation_not_found"
-
-    def __init__(self) -> None:
-        super().__init__("no operation with this id or idempotency key")
+    default = "no operation with this id or idempotency key"
 
 
 class ImportNotFound(AdapterError):
     """Operators only (they look imports up by id, never by handle)."""
 
     code = "not_found"
-
-    def __init__(self) -> None:
-        super().__init__("no import with this id")
+    default = "no import with this id"
 
 
 class LegacyUnavailable(AdapterError):
     """The legacy system did not answer (or not usefully); nothing was applied, or it is being found out."""
 
     code = "legacy_unavailable"
-
-    def __init__(self, message: str = "the legacy system did not answer") -> None:
-        super().__init__(message)
+    default = "the legacy system did not answer"
 
 
 class LegacyRejected(AdapterError):
     """The legacy system refused the work; retrying the same request will not help."""
 
     code = "legacy_rejected"
-
-    def __init__(self, message: str = "the legacy system refused the batch") -> None:
-        super().__init__(message)
+    default = "the legacy system refused the batch"
 
 
 class CompensationFailed(AdapterError):
     """VOID of a committed batch did not succeed; the operation waits for an operator."""
 
     code = "compensation_failed"
-
-    def __init__(self, message: str = "the legacy system did not void the batch") -> None:
-        super().__init__(message)
+    default = "the legacy system did not void the batch"
 
 
 class StoreError(AdapterError):
     """The database failed; raised by the store in place of the driver's errors (never a driver class)."""
 
     code = "store_error"
-
-    def __init__(self, message: str = "the database failed") -> None:
-        super().__init__(message)
+    default = "the database failed"
 
 
 class StoreConflict(StoreError):
     """Another transaction changed or inserted the same row first; rerun the step on fresh state."""
 
     code = "store_conflict"
-
-    def __init__(self, message: str = "another request changed the same data at the same time") -> None:
-        super().__init__(message)
+    default = "another request changed the same data at the same time"
 
 
 class StoreUnavailable(StoreError):
     """The database did not answer (down, unreachable, unreadable, out of connections)."""
 
     code = "database_unavailable"
-
-    def __init__(self, message: str = "the database did not answer") -> None:
-        super().__init__(message)
+    default = "the database did not answer"
 
 
 def legacy_unavailable(exc: BaseException) -> LegacyUnavailable:

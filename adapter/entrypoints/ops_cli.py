@@ -158,7 +158,7 @@ def _t(value: datetime | None) -> str:
 def _list(admin: AdminService, args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from adapter.entrypoints.admin.schemas import operation_page_out
+    from adapter.entrypoints.admin.schemas import OperationPageOut
     from adapter.services.admin import OperationFilter
 
     filters = OperationFilter(
@@ -173,7 +173,7 @@ def _list(admin: AdminService, args: argparse.Namespace) -> int:
     )
     page = admin.list_operations(filters, limit=args.limit, cursor=args.cursor)
     if args.json:
-        _dump(operation_page_out(page))
+        _dump(OperationPageOut.model_validate(page))
         return 0
     table = Table(title=f"operations ({len(page.items)})", title_justify="left")
     columns = ("operation", "kind", "status", "principal", "tenant", "import", "attempts", "created (UTC)")
@@ -269,9 +269,9 @@ def _show(admin: AdminService, args: argparse.Namespace) -> int:
 def _act(admin: AdminService, args: argparse.Namespace) -> int:
     result = admin.act(args.operation_id, args.action, actor=actor(), reason=args.reason)
     if args.json:
-        from adapter.entrypoints.admin.schemas import action_out
+        from adapter.entrypoints.admin.schemas import ActionOut
 
-        _dump(action_out(result))
+        _dump(ActionOut.model_validate(result))
         return 0
     print(f"{result.action} {result.operation_id}: {result.outcome} (status now {result.status})")
     return 0

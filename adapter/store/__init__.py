@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from types import TracebackType
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import ArgumentError
@@ -11,7 +12,7 @@ from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import raise_translated
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["Reading", "Store"]
+__all__ = ["Store"]
 
 
 class Store:
@@ -34,48 +35,22 @@ class Store:
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory)
 
-    def read(self) -> Reading:
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
         """A connection for single-statement, read-only hot paths: no ORM session, no transaction.
 
         Use as ``with store.read() as conn: conn.execute(...)``; driver errors leave the block as
         ``StoreUnavailable`` (or ``StoreConflict``), as from a unit of work.
         """
-        return Reading(self)
+        try:
+            with self.engine.connect() as connection:
+                connection.execution_options(adapter_read_only=True)
+                if not self.local_reads:  # SQLite already runs without BEGIN (see engine.py)
+                    connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+        except Exception as exc:
+            raise_translated(exc, self.engine.dialect.dbapi)
+            raise
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-class Reading:
-    """The context manager behind :meth:`Store.read`: connects on entry, translates driver errors."""
-
-    __slots__ = ("_connection", "_store")
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._connection: Connection | None = None
-
-    def __enter__(self) -> Connection:
-        try:
-            connection = self._store.engine.connect().execution_options(adapter_read_only=True)
-        except Exception as exc:
-            self._raise_translated(exc)
-            raise
-        if not self._store.local_reads:  # SQLite already runs without BEGIN (see engine.py)
-            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-        self._connection = connection
-        return connection
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._connection is not None:
-            self._connection.close()
-        if exc is not None:
-            self._raise_translated(exc)
-
-    def _raise_translated(self, exc: BaseException) -> None:
-        raise_translated(exc, self._store.engine.dialect.dbapi)

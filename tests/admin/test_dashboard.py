@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from adapter.bootstrap import Kit, build
-from adapter.config import load_settings
+from adapter.config import Settings, load_settings
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.store import Store
@@ -50,12 +50,11 @@ def admin_tokens() -> dict[str, Any]:
     return {"admin_token": OPERATOR_TOKEN, "admin_readonly_token": VIEWER_TOKEN}
 
 
-@pytest.fixture
-def ui_kit(
-    store: Store, db_url: str, legacy_address: tuple[str, int], tmp_path: Path, admin_tokens: dict[str, Any]
-) -> Iterator[Kit]:
+def ui_settings(
+    db_url: str, legacy_address: tuple[str, int], tmp_path: Path, **admin_tokens: Any
+) -> Settings:
     host, port = legacy_address
-    settings = load_settings(
+    return load_settings(
         database_url=db_url,
         legacy_url=f"tcp://{host}:{port}",
         secret=SECRET,
@@ -63,7 +62,13 @@ def ui_kit(
         legacy_timeout_seconds=10.0,
         **admin_tokens,
     )
-    kit = build(settings, store=store)
+
+
+@pytest.fixture
+def ui_kit(
+    store: Store, db_url: str, legacy_address: tuple[str, int], tmp_path: Path, admin_tokens: dict[str, Any]
+) -> Iterator[Kit]:
+    kit = build(ui_settings(db_url, legacy_address, tmp_path, **admin_tokens), store=store)
     ctx = kit.service.ctx
     ctx.commit_policy = dataclasses.replace(
         ctx.commit_policy, retry_wait_initial=0.001, retry_wait_max=0.01, unknown_grace_seconds=0.0
@@ -368,15 +373,7 @@ def down_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_a_database_that_does_not_answer_is_a_503_page_not_a_500(
     down_url: str, legacy_address: tuple[str, int], tmp_path: Path, app_server: Any
 ) -> None:
-    host, port = legacy_address
-    settings = load_settings(
-        database_url=down_url,
-        legacy_url=f"tcp://{host}:{port}",
-        secret=SECRET,
-        secret_file=str(tmp_path / "unused.secret"),
-        admin_token=OPERATOR_TOKEN,
-    )
-    kit = build(settings)
+    kit = build(ui_settings(down_url, legacy_address, tmp_path, admin_token=OPERATOR_TOKEN))
     try:
         with (
             app_server(create_app(kit, run_maintenance=False)) as url,

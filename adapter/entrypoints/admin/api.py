@@ -41,10 +41,7 @@ from adapter.entrypoints.admin.schemas import (
     OperationOut,
     OperationPageOut,
     ResolveIn,
-    action_out,
-    import_page_out,
     operation_detail_out,
-    operation_page_out,
 )
 from adapter.services import admin as svc
 
@@ -160,7 +157,7 @@ def list_operations(
         since=_utc(since, "since"),
         until=_utc(until, "until"),
     )
-    return operation_page_out(admin.list_operations(filters, limit=limit, cursor=cursor))
+    return OperationPageOut.model_validate(admin.list_operations(filters, limit=limit, cursor=cursor))
 
 
 @router.get(
@@ -196,7 +193,7 @@ def list_imports(
         since=_utc(since, "since"),
         until=_utc(until, "until"),
     )
-    return import_page_out(admin.list_imports(filters, limit=limit, cursor=cursor))
+    return ImportPageOut.model_validate(admin.list_imports(filters, limit=limit, cursor=cursor))
 
 
 @router.get(
@@ -222,7 +219,7 @@ _ACT = _responses(400, 401, 403, 404, 409, 503)
 def _act(
     admin: svc.AdminService, operation_id: str, action: str, actor: str, reason: str | None
 ) -> ActionOut:
-    return action_out(admin.act(operation_id, action, actor=actor, reason=reason))
+    return ActionOut.model_validate(admin.act(operation_id, action, actor=actor, reason=reason))
 
 
 @router.post(

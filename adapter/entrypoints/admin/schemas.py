@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapter.services.admin import ActionResult, AdminPage, OperationDetail
+from adapter.services.admin import OperationDetail
 
 __all__ = [
     "NO_NUL",
@@ -31,10 +31,7 @@ __all__ = [
     "OperationPageOut",
     "ResolveIn",
     "StepOut",
-    "action_out",
-    "import_page_out",
     "operation_detail_out",
-    "operation_page_out",
 ]
 
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
@@ -52,6 +49,8 @@ class AuthErrorOut(BaseModel):
 
 
 class _Out(BaseModel):
+    """Built from the service layer's result objects with ``model_validate`` (attributes by name)."""
+
     model_config = ConfigDict(from_attributes=True)
 
 
@@ -127,12 +126,12 @@ class ImportDetailOut(BaseModel):
     operations: list[OperationOut]
 
 
-class OperationPageOut(BaseModel):
+class OperationPageOut(_Out):
     items: list[OperationOut]
     next_cursor: str | None = Field(description="Pass as `cursor` with the same filters; null at the end.")
 
 
-class ImportPageOut(BaseModel):
+class ImportPageOut(_Out):
     items: list[ImportOut]
     next_cursor: str | None = Field(description="Pass as `cursor` with the same filters; null at the end.")
 
@@ -149,7 +148,7 @@ class ResolveIn(BaseModel):
     )
 
 
-class ActionOut(BaseModel):
+class ActionOut(_Out):
     operation_id: str
     action: str
     outcome: str = Field(description="What the action did, e.g. `reconciled: committed`, `already resolved`.")
@@ -172,26 +171,4 @@ def operation_detail_out(found: OperationDetail) -> OperationDetailOut:
         compensation=CompensationOut(**found.compensation) if found.compensation else None,
         audit=[AuditOut.model_validate(entry) for entry in found.audit],
         import_record=ImportOut.model_validate(found.import_record) if found.import_record else None,
-    )
-
-
-def operation_page_out(page: AdminPage) -> OperationPageOut:
-    return OperationPageOut(
-        items=[OperationOut.model_validate(item) for item in page.items], next_cursor=page.next_cursor
-    )
-
-
-def import_page_out(page: AdminPage) -> ImportPageOut:
-    return ImportPageOut(
-        items=[ImportOut.model_validate(item) for item in page.items], next_cursor=page.next_cursor
-    )
-
-
-def action_out(result: ActionResult) -> ActionOut:
-    return ActionOut(
-        operation_id=result.operation_id,
-        action=result.action,
-        outcome=result.outcome,
-        status=result.status,
-        detail=result.detail,
     )

@@ -26,6 +26,7 @@ from adapter.services.admin.reads import (
 )
 from adapter.services.context import ServiceContext
 
+# The facade, and the types and constants of ``reads`` and ``actions`` its callers need.
 __all__ = [
     "ACTIONS",
     "MAX_PAGE",
