@@ -17,6 +17,7 @@ record contents, tokens or handles.
     |-- InvalidState (invalid_state)                   the action does not apply in this state
     |-- LimitExceeded (limit_exceeded)
     |-- InvalidRequest (validation_error)
+    |   `-- InvalidBody (invalid_body)                 an HTTP body that is not JSON (admin API)
     |-- InvalidCursor (invalid_cursor)                 tampered, expired, another list's or principal's
     |-- LegacyUnavailable (legacy_unavailable)         the legacy system did not answer (from a LegacyError)
     |-- LegacyRejected (legacy_rejected)               the legacy system refused a commit
@@ -46,6 +47,7 @@ __all__ = [
     "HandleNotFound",
     "IdempotencyKeyReused",
     "ImportNotFound",
+    "InvalidBody",
     "InvalidCursor",
     "InvalidRequest",
     "InvalidState",
@@ -105,6 +107,10 @@ class LimitExceeded(AdapterError):
 
 class InvalidRequest(AdapterError):
     code = "validation_error"
+
+
+class InvalidBody(InvalidRequest):
+    code = "invalid_body"
 
 
 class InvalidCursor(AdapterError):

@@ -31,13 +31,13 @@ __all__ = [
     "OperationRepository",
     "RecordRepository",
     "RetentionRepository",
-    "keyset_page",
+    "keyset_rows",
 ]
 
 Row = TypeVar("Row", ImportRow, OperationRow)
 
 
-def keyset_page(
+def keyset_rows(
     session: Session,
     model: type[Row],
     equal: Mapping[str, object],
@@ -79,8 +79,8 @@ class ImportRepository:
         return self._session.get(ImportRow, import_id)
 
     def page(self, equal: Mapping[str, object], **window: Any) -> list[ImportRow]:
-        """One keyset page of imports, newest first (see :func:`keyset_page` for ``window``)."""
-        return keyset_page(self._session, ImportRow, equal, **window)
+        """One keyset page of imports, newest first (see :func:`keyset_rows` for ``window``)."""
+        return keyset_rows(self._session, ImportRow, equal, **window)
 
     def past_expiry(self, state: str, now: datetime, limit: int) -> list[ImportRow]:
         """Imports still in ``state`` whose expiry has passed (the sweeper marks open ones expired)."""
@@ -194,8 +194,8 @@ class OperationRepository:
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def page(self, equal: Mapping[str, object], **window: Any) -> list[OperationRow]:
-        """One keyset page of operations, newest first (see :func:`keyset_page` for ``window``)."""
-        return keyset_page(self._session, OperationRow, equal, **window)
+        """One keyset page of operations, newest first (see :func:`keyset_rows` for ``window``)."""
+        return keyset_rows(self._session, OperationRow, equal, **window)
 
     def reconcile_candidates(
         self, kind: str, unknown: str, running: str, now: datetime, limit: int

@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException  # FastAPI's own body errors raise Starlette's
 
-from adapter.domain.errors import InvalidRequest
+from adapter.domain.errors import InvalidBody, InvalidRequest
 from adapter.domain.states import ImportState, OperationKind, OperationState
 from adapter.entrypoints.admin.deps import Admin, Operator, Viewer
 from adapter.entrypoints.admin.errors import MAPPED, error_body, error_status
@@ -70,7 +70,7 @@ class AdminRoute(APIRoute):
                 if exc.status_code != 400:  # 401/403/404 of the auth dependencies keep their form
                     raise
                 # FastAPI's own 400 (a body that is not JSON): the documented error shape too
-                return JSONResponse({"code": "invalid_body", "detail": str(exc.detail)}, status_code=400)
+                return JSONResponse(error_body(InvalidBody(str(exc.detail))), status_code=400)
 
         return mapped
 
