@@ -109,6 +109,7 @@ def configure_parser(ops: argparse.ArgumentParser) -> None:
 def _ops(settings: Settings, args: argparse.Namespace) -> int:
     """Build the kit, run one ops command, map errors to one stderr line and an exit status."""
     from adapter.bootstrap import build
+    from adapter.domain.errors import StoreError
     from adapter.entrypoints.admin.errors import MAPPED, as_adapter_error, error_status
 
     try:
@@ -119,7 +120,8 @@ def _ops(settings: Settings, args: argparse.Namespace) -> int:
         return int(args.ops(kit.admin, args))
     except MAPPED as exc:  # the admin API's table decides: 5xx is "unavailable", the rest "refused"
         status = error_status(exc) or 500
-        cause = exc.__cause__  # the driver's error behind a store error: the operator's own shell may see it
+        # The driver's error behind a store error: the operator's own shell may see what it says.
+        cause = exc.__cause__ if isinstance(exc, StoreError) else None
         message = str(as_adapter_error(exc)) + (
             f" ({type(cause).__name__}: {_first_line(cause)})" if cause else ""
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from adapter.domain import errors
@@ -44,3 +46,15 @@ def test_a_stored_error_code_names_its_class() -> None:
     assert error_for_code("legacy_unavailable") is LegacyUnavailable
     assert error_for_code("compensation_failed") is CompensationFailed
     assert error_for_code("no_such_code") is AdapterError and error_for_code(None) is AdapterError
+
+
+def test_the_ops_cli_reads_the_response_schemas_without_the_routes() -> None:
+    probe = (
+        "import sys; import adapter.entrypoints.ops_cli, adapter.bootstrap;"
+        "from adapter.entrypoints.admin import schemas, errors;"
+        "print(sorted(m for m in ('fastapi', 'adapter.entrypoints.admin.api') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
