@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import raise_translated
+from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["Store"]
@@ -51,6 +53,15 @@ class Store:
         except Exception as exc:
             raise_translated(exc, self.engine.dialect.dbapi)
             raise
+
+    def import_with_operations(self, handle_digest: str) -> Sequence[Row[Any]]:
+        """The import with this handle digest joined with its operations (``reads.py``), on the read path.
+
+        One row per operation, oldest first (one row with NULL ``op_*`` when it has none); none when
+        no import has this digest.
+        """
+        with self.read() as connection:
+            return connection.execute(IMPORT_WITH_OPERATIONS, {"digest": handle_digest}).all()
 
     def dispose(self) -> None:
         self.engine.dispose()

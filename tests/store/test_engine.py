@@ -10,7 +10,6 @@ import pytest
 
 from adapter.domain.errors import StoreConflict, StoreUnavailable
 from adapter.store import Store
-from adapter.store.reads import IMPORT_WITH_OPERATIONS
 
 
 def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
@@ -44,8 +43,8 @@ def test_a_database_that_does_not_answer_is_store_unavailable_on_both_paths(
     try:
         with pytest.raises(StoreUnavailable) as unit, store.unit_of_work() as uow:
             uow.ping()
-        with pytest.raises(StoreUnavailable) as read, store.read() as connection:
-            connection.execute(IMPORT_WITH_OPERATIONS, {"digest": "x"})
+        with pytest.raises(StoreUnavailable) as read:
+            store.import_with_operations("x")
     finally:
         store.dispose()
     for caught in (unit, read):
