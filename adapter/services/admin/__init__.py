@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from adapter.services.admin.actions import ACTIONS, ActionResult, act
+from adapter.services.admin.actions import ActionResult, act
 from adapter.services.admin.reads import (
     MAX_PAGE,
     AdminPage,
@@ -28,7 +28,6 @@ from adapter.services.context import ServiceContext
 
 # The facade, and the types and constants of ``reads`` and ``actions`` its callers need.
 __all__ = [
-    "ACTIONS",
     "MAX_PAGE",
     "ActionResult",
     "AdminPage",

@@ -10,16 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
-from adapter.domain.states import OperationState
+from adapter.domain.states import OperationState, transition_operation
+from adapter.domain.vocabulary import EventKind, OperatorAction
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import compensate_import
 from adapter.services.context import ServiceContext
+from adapter.services.leases import release_lease
 from adapter.services.reconcile import reconcile_operation
 
-__all__ = ["ACTIONS", "ActionResult", "act"]
-
-ACTIONS = ("reconcile", "compensate", "resolve")
-
+__all__ = ["ActionResult", "act"]
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
@@ -34,9 +33,9 @@ def act(
     ctx: ServiceContext, operation_id: str, action: str, *, actor: str, reason: str | None = None
 ) -> ActionResult:
     """Run an operator action and audit it. Raises OperationNotFound, InvalidRequest, InvalidState."""
-    if action not in ACTIONS:
+    if action not in set(OperatorAction):
         raise InvalidRequest(f"unknown action {action!r}")
-    if action == "resolve" and not (reason and reason.strip()):
+    if action == OperatorAction.RESOLVE and not (reason and reason.strip()):
         raise InvalidRequest("resolving an operation needs a reason")
     if reason is not None and "\x00" in reason:
         raise InvalidRequest("the reason may not contain NUL characters")
@@ -46,13 +45,16 @@ def act(
             raise OperationNotFound()
         import_id = row.import_id
     try:
-        outcome, detail = _ACTIONS[action](ctx, operation_id, import_id, actor, reason)
+        outcome, detail = _ACTIONS[OperatorAction(action)](ctx, operation_id, import_id, actor, reason)
     except (AdapterError, LegacyError) as exc:
         _audit(ctx, operation_id, actor, action, reason, f"refused: {type(exc).__name__}")
         raise
     _audit(ctx, operation_id, actor, action, reason, outcome)
     with ctx.store.unit_of_work() as uow:
-        status = uow.operations.get(operation_id).status  # type: ignore[union-attr]
+        row = uow.operations.get(operation_id)
+        if row is None:  # purged while the action ran
+            raise OperationNotFound()
+        status = row.status
     return ActionResult(operation_id, action, outcome, status, detail)
 
 
@@ -79,18 +81,18 @@ def _resolve(
 ) -> tuple[str, dict[str, Any]]:
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
-        assert row is not None
+        if row is None:
+            raise OperationNotFound()
         if row.status == OperationState.RESOLVED.value:
             return "already resolved", {}
         if row.status != OperationState.NEEDS_OPERATOR.value:
             raise InvalidState(
                 f"only an operation that needs an operator can be resolved; this one is {row.status}"
             )
-        row.status = OperationState.RESOLVED.value
-        row.lease_owner = None
-        row.lease_expires_at = None
+        transition_operation(row, OperationState.RESOLVED)
+        release_lease(row)
         uow.events.record(
-            "operation.resolved",
+            EventKind.OPERATION_RESOLVED,
             import_id=row.import_id,
             operation_id=row.id,
             state=row.status,
@@ -100,7 +102,11 @@ def _resolve(
     return "resolved", {}
 
 
-_ACTIONS = {"reconcile": _reconcile, "compensate": _compensate, "resolve": _resolve}
+_ACTIONS = {
+    OperatorAction.RECONCILE: _reconcile,
+    OperatorAction.COMPENSATE: _compensate,
+    OperatorAction.RESOLVE: _resolve,
+}
 
 
 def _audit(

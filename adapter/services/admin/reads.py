@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapter.domain.errors import ImportNotFound, InvalidRequest, OperationNotFound
-from adapter.domain.states import OperationState
+from adapter.domain.states import OPERATION_UNRESOLVED
 from adapter.services.context import ServiceContext
 from adapter.services.paging import K, Window, keyset_page
 from adapter.store.tables import ImportRow, OperationRow
@@ -41,12 +41,6 @@ __all__ = [
 
 MAX_PAGE = 200
 _OPERATION_COLUMNS = ("status", "kind", "principal", "tenant", "idempotency_key", "import_id")
-_UNRESOLVED = (
-    OperationState.OUTCOME_UNKNOWN.value,
-    OperationState.IN_PROGRESS.value,
-    OperationState.NEEDS_OPERATOR.value,
-    OperationState.COMPENSATING.value,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +271,7 @@ def status_counts(ctx: ServiceContext) -> dict[str, int]:
 def unresolved_age_seconds(ctx: ServiceContext) -> float:
     """Reconciliation lag: how long the oldest operation that still needs resolving has waited."""
     with ctx.store.unit_of_work() as uow:
-        oldest = uow.operations.oldest_update(_UNRESOLVED)
+        oldest = uow.operations.oldest_update(sorted(s.value for s in OPERATION_UNRESOLVED))
     if oldest is None:
         return 0.0
     if oldest.tzinfo is None:  # an aggregate may come back without the column's type
