@@ -16,6 +16,7 @@ from typing import Any
 
 from adapter.domain.errors import ImportNotFound, InvalidRequest, OperationNotFound
 from adapter.domain.states import OPERATION_UNRESOLVED
+from adapter.domain.views import HistoryEntry
 from adapter.services.context import ServiceContext
 from adapter.services.paging import K, Window, keyset_page
 from adapter.store.tables import ImportRow, OperationRow
@@ -103,12 +104,8 @@ class AuditEntry:
     outcome: str
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    at: datetime
-    event: str
-    state: str | None
-    detail: dict[str, Any] | None
+Step = HistoryEntry
+"""One event of an operation: the same fact a caller's ``get_operation_status`` history shows."""
 
 
 @dataclass(frozen=True, slots=True)
