@@ -20,6 +20,7 @@ from adapter.services.reconcile import reconcile_operation
 
 __all__ = ["ActionResult", "act"]
 
+
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     operation_id: str
