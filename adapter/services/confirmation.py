@@ -19,14 +19,13 @@ from __future__ import annotations
 import secrets
 from enum import StrEnum
 
-from sqlalchemy.exc import IntegrityError
-
 from adapter.domain.confirmation import CommitSubject
 from adapter.domain.errors import ConfirmationUsed, HandleNotFound
 from adapter.domain.identity import Principal
 from adapter.domain.states import ImportState
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import ServiceContext
+from adapter.services.idempotency import retry_on_conflict
 from adapter.store.tables import ConfirmationRoundRow
 
 __all__ = ["Decision", "commit_subject", "mark_stale", "new_round_id", "record_decision"]
@@ -65,9 +64,12 @@ def record_decision(
     else: the sealed state binds the principal too, this is the store's own check). ``STALE`` is
     recorded over an ``ACCEPTED`` by :func:`mark_stale` only.
     """
-    with ctx.store.unit_of_work() as uow:
-        existing = uow.confirmations.get(round_id)
-        if existing is None:
+
+    def step() -> Decision:
+        with ctx.store.unit_of_work() as uow:
+            existing = uow.confirmations.get(round_id)
+            if existing is not None:
+                return _same_answer(existing, principal, subject, decision)
             uow.confirmations.add(
                 ConfirmationRoundRow(
                     round_id=round_id,
@@ -77,15 +79,10 @@ def record_decision(
                     decision=decision.value,
                 )
             )
-            try:
-                uow.commit()
-                return decision
-            except IntegrityError:  # another worker recorded this round first: its answer counts
-                uow.session.rollback()
-                existing = uow.confirmations.get(round_id)
-                if existing is None:
-                    raise
-        return _same_answer(existing, principal, subject, decision)
+            uow.commit()  # another worker recording this round first: StoreConflict, and the retry reads it
+            return decision
+
+    return retry_on_conflict(step)
 
 
 def _same_answer(

@@ -11,19 +11,15 @@ never purged: they still need someone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
-
-from sqlalchemy import Select, delete, exists, select
-from sqlalchemy.orm import InstrumentedAttribute
+from datetime import datetime, timedelta
 
 from adapter.domain.states import IMPORT_FINAL, OPERATION_FINISHED, ImportState, transition
 from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.tables import ConfirmationRoundRow, EventRow, ImportRow, OperationRow, StagedRecordRow
-from adapter.store.unit_of_work import UnitOfWork
+from adapter.store.repositories import RetentionRepository
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
@@ -45,13 +41,7 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
 
     def step() -> int:
         with ctx.store.unit_of_work() as uow:
-            rows = list(
-                uow.session.scalars(
-                    select(ImportRow)
-                    .where(ImportRow.state == ImportState.OPEN.value, ImportRow.expires_at <= ctx.clock())
-                    .limit(limit)
-                )
-            )
+            rows = uow.imports.past_expiry(ImportState.OPEN.value, ctx.clock(), limit)
             for row in rows:
                 transition(row, ImportState.EXPIRED)
                 uow.records.discard(row.id)
@@ -65,41 +55,11 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
 def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 500) -> PurgeReport:
     """Delete what is older than ``retention`` and finished, ``batch`` rows per transaction."""
     cutoff = ctx.clock() - retention
-    operations = _purge(
-        ctx,
-        select(OperationRow.id).where(
-            OperationRow.status.in_(_FINISHED_OPERATIONS), OperationRow.updated_at < cutoff
-        ),
-        OperationRow.id,
-        batch,
-    )
-    staged = _purge(
-        ctx,
-        select(StagedRecordRow.id)
-        .join(ImportRow, ImportRow.id == StagedRecordRow.import_id)
-        .where(ImportRow.state == ImportState.COMMITTED.value, ImportRow.updated_at < cutoff),
-        StagedRecordRow.id,
-        batch,
-    )
-    imports = _purge(
-        ctx,
-        select(ImportRow.id).where(
-            ImportRow.state.in_(_FINAL_IMPORTS),
-            ImportRow.updated_at < cutoff,
-            ~exists().where(
-                OperationRow.import_id == ImportRow.id, OperationRow.status.not_in(_FINISHED_OPERATIONS)
-            ),
-        ),
-        ImportRow.id,
-        batch,
-    )
-    events = _purge(ctx, select(EventRow.id).where(EventRow.created_at < cutoff), EventRow.id, batch)
-    rounds = _purge(
-        ctx,
-        select(ConfirmationRoundRow.round_id).where(ConfirmationRoundRow.created_at < cutoff),
-        ConfirmationRoundRow.round_id,
-        batch,
-    )
+    operations = _purge(ctx, lambda r: r.purge_operations(_FINISHED_OPERATIONS, cutoff, batch))
+    staged = _purge(ctx, lambda r: r.purge_staged_records(ImportState.COMMITTED.value, cutoff, batch))
+    imports = _purge_imports(ctx, cutoff, batch)
+    events = _purge(ctx, lambda r: r.purge_events(cutoff, batch))
+    rounds = _purge(ctx, lambda r: r.purge_confirmation_rounds(cutoff, batch))
     return PurgeReport(
         operations=operations,
         imports=imports,
@@ -109,32 +69,37 @@ def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 50
     )
 
 
-def _purge(
-    ctx: ServiceContext, ids_query: Select[Any], column: InstrumentedAttribute[Any], batch: int
-) -> int:
+def _purge_imports(ctx: ServiceContext, cutoff: datetime, batch: int) -> int:
+    """Purge final imports a batch at a time, each with an ``import.purged`` event naming its owner.
+
+    The event is how listen streams learn that their owner's import list changed.
+    """
     total = 0
     while True:
         with ctx.store.unit_of_work() as uow:
-            ids = list(uow.session.scalars(ids_query.limit(batch)))
-            if not ids:
-                return total
-            if column.table.name == "imports":
-                _record_purged_imports(uow, ids)
-                uow.session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id.in_(ids)))
-                uow.session.execute(delete(OperationRow).where(OperationRow.import_id.in_(ids)))
-            uow.session.execute(delete(column.table).where(column.in_(ids)))
+            owners = uow.retention.purgeable_import_owners(
+                _FINAL_IMPORTS, _FINISHED_OPERATIONS, cutoff, batch
+            )
+            for import_id, principal, tenant in owners:
+                uow.events.record(
+                    EventKind.IMPORT_PURGED,
+                    import_id=import_id,
+                    detail={"principal": principal, "tenant": tenant},
+                )
+            deleted = uow.retention.purge_imports_by_id([import_id for import_id, _, _ in owners])
             uow.commit()
-            total += len(ids)
+        if not deleted:
+            return total
+        total += deleted
 
 
-def _record_purged_imports(uow: UnitOfWork, ids: list[Any]) -> None:
-    """One event per purged import, naming its owner: their import list changed (subscribers)."""
-    owners = uow.session.execute(
-        select(ImportRow.id, ImportRow.principal, ImportRow.tenant).where(ImportRow.id.in_(ids))
-    )
-    for import_id, principal, tenant in owners:
-        uow.events.record(
-            EventKind.IMPORT_PURGED,
-            import_id=import_id,
-            detail={"principal": principal, "tenant": tenant},
-        )
+def _purge(ctx: ServiceContext, one_batch: Callable[[RetentionRepository], int]) -> int:
+    """Run ``one_batch`` in its own transaction until it deletes nothing; the total deleted."""
+    total = 0
+    while True:
+        with ctx.store.unit_of_work() as uow:
+            deleted = one_batch(uow.retention)
+            uow.commit()
+        if not deleted:
+            return total
+        total += deleted

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter.bootstrap import Kit
+from adapter.bootstrap import Kit, build
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.store import Store
@@ -330,6 +331,69 @@ def test_filters_and_keyset_pages(base_url: str, seeded: Seeded) -> None:
         assert stale.status_code == 200 and "no longer valid" in stale.text
         missing = client.get(f"{UI}/operations/no-such-operation")
         assert missing.status_code == 404 and "No such operation" in missing.text
+
+
+# --- errors: the admin API's statuses, the code once --------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(params=["sqlite-missing-dir", "postgres-closed-port"])
+def down_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database that does not answer: a SQLite file that cannot be opened, a port nobody listens on."""
+    if request.param == "sqlite-missing-dir":
+        return f"sqlite:///{tmp_path / 'gone' / 'adapter.db'}"
+    return f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/adapter?connect_timeout=5"
+
+
+def test_a_database_that_does_not_answer_is_a_503_page_not_a_500(
+    down_url: str, legacy_address: tuple[str, int], tmp_path: Path
+) -> None:
+    kit = build(kit_settings(down_url, legacy_address, tmp_path, tokens=None, admin_token=OPERATOR_TOKEN))
+    try:
+        with (
+            serve_in_thread(create_app(kit, run_maintenance=False)) as url,
+            logged_in(url, OPERATOR_TOKEN) as client,
+        ):
+            api = client.get("/admin/operations", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+            assert api.status_code == 503, api.text
+            assert api.json()["code"] == "database_unavailable"
+            for page in (client.get(UI), client.get(f"{UI}/operations/some-id")):
+                assert page.status_code == 503, page.text
+                assert "Cannot show this page" in page.text
+                assert page.text.count("database_unavailable") == 1  # the code once, not twice
+            acted = client.post(
+                f"{UI}/operations/some-id/reconcile", data={"reason": "x"}, headers={"Origin": url}
+            )
+            assert acted.status_code == 503 and acted.text.count("database_unavailable") == 1
+    finally:
+        kit.close()
+
+
+def test_a_failing_legacy_system_is_the_same_status_in_the_dashboard_as_in_the_api(
+    base_url: str, seeded: Seeded, ui_kit: Kit, legacy_engine: LegacyEngine
+) -> None:
+    target = f"{UI}/operations/{seeded.unknown}/reconcile"
+    legacy_engine.update_faults(error_rate=1.0)
+    try:
+        with logged_in(base_url, OPERATOR_TOKEN) as client:
+            page = client.post(target, data={"reason": "try now"}, headers={"Origin": base_url})
+            api = client.post(
+                f"/admin/operations/{seeded.unknown}/reconcile",
+                headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+            )
+    finally:
+        legacy_engine.update_faults(error_rate=0.0)
+    assert api.status_code == page.status_code == 503, (api.text, page.text)
+    assert api.json()["code"] == "legacy_unavailable"
+    assert "Reconcile refused" in page.text and page.text.count("legacy_unavailable") == 1
+    assert 'name="reason"' in page.text and "try now" in page.text  # the form keeps what was typed
+    outcomes = [a.outcome for a in ui_kit.admin.get_operation(seeded.unknown).audit]
+    assert outcomes == ["refused: LegacyTransient", "refused: LegacyTransient"]
 
 
 # --- the browser ---------------------------------------------------------------------------------

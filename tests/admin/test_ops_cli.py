@@ -207,4 +207,4 @@ def test_ops_errors_are_one_line_on_stderr_and_a_non_zero_exit(
     unreachable = ops("list", database_url=f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     assert unreachable.returncode == 3
     assert len(unreachable.stderr.strip().splitlines()) == 1, unreachable.stderr
-    assert unreachable.stderr.startswith("adapter ops: ")
+    assert unreachable.stderr.startswith("adapter ops: database_unavailable: ")

@@ -22,7 +22,7 @@ from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
 from adapter.domain.confirmation import CommitSubject
-from adapter.domain.errors import AdapterError, ConfirmationStale
+from adapter.domain.errors import ConfirmationStale, InvalidRequest, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
@@ -197,9 +197,7 @@ async def _answered(
     return question(current, answer.round + 1, answer.started)
 
 
-class _ConfirmationMissing(AdapterError):
-    code = "validation_error"
-
+class _ConfirmationMissing(InvalidRequest):
     def __init__(self) -> None:
         super().__init__("the confirmation was not answered; call commit_import again")
 
@@ -234,7 +232,8 @@ def progress_message(value: float, total: int) -> str:
 
 def _commit_out(result: CommitResult) -> s.CommitImportOut:
     if result.status == "failed":
-        raise _CommitFailed(result.error or "legacy_unavailable")
+        # COMMIT was never sent, so nothing was applied: a true failure, safe to retry.
+        raise error_for_code(result.error or LegacyUnavailable.code)(_NOT_APPLIED)
     return s.CommitImportOut(
         handle=result.handle,
         status=cast(s.CommitStatus, result.status),  # "failed" is raised above; pydantic checks the rest
@@ -245,14 +244,7 @@ def _commit_out(result: CommitResult) -> s.CommitImportOut:
     )
 
 
-class _CommitFailed(AdapterError):
-    """COMMIT was never sent, so nothing was applied: a true failure, safe to retry."""
-
-    def __init__(self, code: str) -> None:
-        self.code = code
-        super().__init__(
-            "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
-        )
+_NOT_APPLIED = "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
 
 
 async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
