@@ -40,6 +40,7 @@ __all__ = ["Host", "ProbeSchedule"]
 
 log = logging.getLogger("adapter.host")
 MAX_INPUT_ROUNDS = 5
+UNREACHABLE = "server unreachable; nothing was sent"
 
 
 class ProbeSchedule:
@@ -191,18 +192,19 @@ class Host:
                 call.move(CallState.CANCELLED, "the user refused consent")
                 self._audit(call)
                 return call
+        opened: list[Connection] = []
         try:
             async with self.connect(server, principal) as conn:
+                opened.append(conn)
                 await self._rounds(conn, call, rule, args, trace)
         except Exception as exc:
-            if call.state is CallState.PLANNED:  # could not connect: nothing was sent
-                if not _unreachable(exc):
-                    raise
-                call.error = "server unreachable; nothing was sent"
-                call.move(CallState.FAILED, call.error)
+            record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
+            if call.state is CallState.PLANNED and not _unreachable(exc):
+                raise
+            if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
+                self._settle_exception(call, rule, record, exc)
+            if call.error == UNREACHABLE:
                 self._went_down(server, principal)
-            elif not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
-                self._no_answer(call, rule, None, repr(exc)[:200])
         self._audit(call)
         return call
 
@@ -213,6 +215,7 @@ class Host:
         state: str | None = None
         for round_no in range(1, MAX_INPUT_ROUNDS + 1):
             span, traceparent = trace.child()
+            call.spans.append(span)
             call.move(CallState.SENT, f"round {round_no}")
 
             async def running(progress: float, total: float | None, message: str | None) -> None:
@@ -234,6 +237,8 @@ class Host:
                 if record is not None and record.rpc_id is not None:
                     call.request_ids.append(record.rpc_id)
                 self._settle_exception(call, rule, record, exc)
+                if call.error == UNREACHABLE:
+                    self._went_down(call.server, conn.principal)
                 return
             record = conn.journal.by_span.get(span)
             if record is not None and record.rpc_id is not None:
@@ -296,8 +301,8 @@ class Host:
                 self._no_answer(call, rule, record, call.error)
             else:
                 call.move(CallState.FAILED, call.error)
-        elif record is None or not record.sent:
-            call.error = "server unreachable; nothing was sent"
+        elif (record is None or not record.sent) and (record is not None or _unreachable(exc)):
+            call.error = UNREACHABLE
             call.move(CallState.FAILED, call.error)
         elif record.answered:  # a JSON-RPC error from the server: it refused the request
             call.error = str(exc)[:300]

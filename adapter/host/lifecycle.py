@@ -72,6 +72,7 @@ class Call:
     state: CallState = CallState.PLANNED
     history: list[tuple[CallState, datetime, str]] = field(default_factory=list)
     request_ids: list[str | int] = field(default_factory=list)
+    spans: list[str] = field(default_factory=list)  # one trace span per request sent
     result: Any = None
     error: str | None = None
     server_status: str | None = None

@@ -6,8 +6,8 @@
   contract: ``default_ttl_seconds`` appears in ``begin_import``'s description).
 * ``everything``: ``@modelcontextprotocol/server-everything`` from the npm registry (``make
   interop`` installs it into interop/), started as a subprocess; skipped with the reason when absent.
-* ``faults``: per server, network faults (``NetworkFaults.wrap``) that deliver a request and then lose its response, or
-  cuts a listen stream: the network faults the host must survive.
+* ``faults``: per server, network faults (``NetworkFaults.wrap``) that deliver a request and then
+  lose its response, or cut a listen stream: the network faults the host must survive.
 """
 
 from __future__ import annotations

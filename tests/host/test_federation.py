@@ -7,7 +7,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_types import ElicitResult
 
 from adapter.host import (
     AuditLog,
@@ -16,10 +15,8 @@ from adapter.host import (
     Host,
     OperationStatus,
     Policy,
-    PolicyDenied,
     Principal,
     ProbeSchedule,
-    Question,
     ServerRule,
     ServerSpec,
     UnknownCapability,
@@ -61,7 +58,9 @@ def build_host(servers: dict[str, Any], faults: dict[str, Any], **kwargs: Any) -
         for name, server in servers.items()
     ]
     policy = Policy({name: rule() for name in servers})
-    host = Host(specs, policy, consent=consents, audit=AuditLog(), probes=ProbeSchedule(60, 0.05, 0.3), **kwargs)
+    host = Host(
+        specs, policy, consent=consents, audit=AuditLog(), probes=ProbeSchedule(60, 0.05, 0.3), **kwargs
+    )
     return host, consents
 
 
@@ -103,3 +102,118 @@ async def test_same_tool_on_two_servers_stays_apart_in_registry_consent_and_audi
     assert ("eu", "bob", "eu.get_import_status", "failed") in audited
     fingerprints = {e.tool: e.fingerprint for e in host.audit.events}
     assert fingerprints["eu.commit_import"] == host.registry.resolve("eu.commit_import").fingerprint
+
+
+async def test_lost_response_during_a_subscription_is_unknown_and_resolved_by_the_status_tool(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        listening = watch(host, "eu", ALICE)
+        with anyio.fail_after(10):
+            await listening.listening.wait()
+        handle = await stage(host, ALICE, "eu")
+        faults["eu"].lose_tool = "commit_import"
+        call = await host.call(ALICE, "eu.commit_import", {"handle": handle})
+        assert faults["eu"].lost == 1
+        assert call.state is CallState.OUTCOME_UNKNOWN
+        assert CallState.FAILED not in call.states, "a lost response is never a failure"
+        assert call.idempotency_key and call.idempotency_key.startswith("host-")
+        action = call.status_action
+        assert action is not None and action.tool == "get_operation_status"
+        assert action.arguments == {"idempotency_key": call.idempotency_key}
+        resolved = await host.resolve(ALICE, call)
+        assert resolved.state is CallState.COMPLETED and resolved.server_status == "succeeded"
+        assert resolved.status_action is None
+        # The server committed exactly once: the host never resent the commit.
+        status = await host.call(ALICE, "eu.get_import_status", {"handle": handle})
+        commits = [o for o in status.result["operations"] if o["kind"] == "commit"]
+        assert status.result["status"] == "committed" and len(commits) == 1
+        assert listening.listening.is_set(), "the subscription kept running"
+    outcomes = [(e.tool, e.outcome) for e in host.audit.events if e.tool == "eu.commit_import"]
+    assert outcomes == [("eu.commit_import", "outcome_unknown"), ("eu.commit_import", "completed")]
+
+
+async def test_server_reported_unknown_outcome_stays_unknown_until_the_server_knows(
+    our_servers: dict[str, Any], faults: dict[str, Any], legacy_address: tuple[str, int]
+) -> None:
+    from legacy_sim.client import LegacyClient
+
+    host, _ = build_host(our_servers, faults)
+    legacy = LegacyClient(*legacy_address, timeout=5.0)
+    async with host:
+        await host.discover(ALICE)
+        handle = await stage(host, ALICE, "us")
+        legacy.faults(drop_after_commit=1.0)
+        try:
+            call = await host.call(ALICE, "us.commit_import", {"handle": handle})
+        finally:
+            legacy.faults(drop_after_commit=0.0)
+        assert call.state is CallState.OUTCOME_UNKNOWN and call.operation_id
+        assert call.status_action is not None
+        assert call.status_action.arguments == {"operation_id": call.operation_id}
+        still = await host.resolve(ALICE, call)
+        assert still.state is CallState.OUTCOME_UNKNOWN and still.server_status == "outcome_unknown"
+        our_servers["us"].kit.service.reconcile(call.operation_id)
+        done = await host.resolve(ALICE, call)
+        assert done.state is CallState.COMPLETED
+    legacy.close()
+
+
+async def test_refused_consent_sends_nothing(our_servers: dict[str, Any], faults: dict[str, Any]) -> None:
+    host, consents = build_host(our_servers, faults)
+    consents.refuse.add("commit_import")
+    async with host:
+        await host.discover(ALICE)
+        handle = await stage(host, ALICE, "eu")
+        call = await host.call(ALICE, "eu.commit_import", {"handle": handle})
+        assert call.state is CallState.CANCELLED and call.states == [CallState.PLANNED, CallState.CANCELLED]
+        status = await host.call(ALICE, "eu.get_import_status", {"handle": handle})
+        assert status.result["status"] == "open"
+
+
+async def test_changed_contract_needs_approval_and_a_down_server_leaves_until_a_probe_sees_it(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    eu = our_servers["eu"]
+    async with host:
+        await host.discover(ALICE)
+        approved = host.registry.resolve("eu.begin_import").fingerprint
+        await eu.stop()
+        await eu.start(ttl_seconds=7200)  # same server, same port: begin_import's description changed
+        diff = await host.discover_server("eu", ALICE)
+        assert diff is not None
+        assert (
+            [k.qualified for k in diff.changed] == ["eu.begin_import"] and not diff.added and not diff.removed
+        )
+        with pytest.raises(UnknownCapability, match="awaits approval"):
+            await host.call(ALICE, "eu.begin_import", {"target": "t"})
+        assert "eu.begin_import" not in [e.qualified for e in host.registry.active()]
+        host.registry.approve("eu.begin_import", approved)  # the old contract: still not approved
+        assert "eu.begin_import" not in [e.qualified for e in host.registry.active()]
+        host.registry.approve(
+            "eu.begin_import", host.registry.entries[_key("eu", "begin_import")].fingerprint
+        )
+        assert "eu.begin_import" in [e.qualified for e in host.registry.active()]
+
+        await eu.stop()
+        down = await host.call(ALICE, "eu.get_import_status", {"handle": "imp_x"})
+        assert down.state is CallState.FAILED and "nothing was sent" in (down.error or ""), down.history
+        active = [e.qualified for e in host.registry.active()]
+        assert not [n for n in active if n.startswith("eu.")] and "us.commit_import" in active
+        with pytest.raises(UnknownCapability, match="unreachable"):
+            await host.call(ALICE, "eu.begin_import", {"target": "t"})
+        await eu.start(ttl_seconds=7200)
+        with anyio.fail_after(20):
+            while "eu" in host.registry.down:
+                await asyncio.sleep(0.05)
+        back = await host.call(ALICE, "eu.begin_import", {"target": "t"})
+        assert back.state is CallState.COMPLETED
+
+
+def _key(server: str, name: str) -> Any:
+    from adapter.host import CapabilityKey
+
+    return CapabilityKey(server, name)

@@ -1,0 +1,136 @@
+"""Negative cases of the request builder: responses for another request id, server or protocol
+version are rejected, and the declared capabilities are exactly what the host implements.
+
+The misbehaving server is a few lines of Starlette served over real HTTP: it answers like a 2026
+server but, on request, with a wrong id, another server's identity, another protocol version or a
+result of another era.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from adapter.host import AuditLog, CallState, ConsentRequest, Host, Policy, Principal, ServerRule, ServerSpec
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("alice", "acme")
+INFO = {"io.modelcontextprotocol/serverInfo": {"name": "fake", "version": "1.0"}}
+TOOLS = [
+    {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    {
+        "name": "touch",
+        "inputSchema": {"type": "object", "properties": {"idempotency_key": {"type": "string"}}},
+    },
+]
+
+
+async def mcp_endpoint(request: Request) -> JSONResponse:
+    message = await request.json()
+    method, params, rpc_id = message["method"], message.get("params") or {}, message["id"]
+    result: dict[str, Any] = {"resultType": "complete", "_meta": dict(INFO)}
+    headers: dict[str, str] = {}
+    if method == "server/discover":
+        result.update(
+            supportedVersions=["2026-07-28"], capabilities={"tools": {}}, ttlMs=0, cacheScope="private"
+        )
+    elif method == "tools/list":
+        result.update(tools=TOOLS, ttlMs=0, cacheScope="private")
+    elif method == "tools/call":
+        mode = (params.get("arguments") or {}).get("mode", "ok")
+        result["content"] = [{"type": "text", "text": "done"}]
+        if mode == "id":
+            rpc_id = rpc_id + 1000 if isinstance(rpc_id, int) else f"{rpc_id}-other"
+        elif mode == "server":
+            result["_meta"] = {"io.modelcontextprotocol/serverInfo": {"name": "intruder", "version": "1"}}
+        elif mode == "version":
+            headers["MCP-Protocol-Version"] = "2025-11-25"
+        elif mode == "meta-version":
+            result["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2025-06-18"
+        elif mode == "era":
+            del result["resultType"]
+    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result}, headers=headers)
+
+
+@contextlib.asynccontextmanager
+async def fake_server() -> AsyncIterator[str]:
+    app = Starlette(routes=[Route("/mcp", mcp_endpoint, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            server.should_exit = True
+
+
+async def allow(request: ConsentRequest) -> bool:
+    return True
+
+
+def host_for(url: str, **kwargs: Any) -> Host:
+    spec = ServerSpec("fake", url, {"alice": "token-a"})
+    return Host(
+        [spec], Policy({"fake": ServerRule(principals={"alice"})}), consent=allow, audit=AuditLog(), **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("id", "response for request id"),
+        ("server", "response from server 'intruder'"),
+        ("version", "response for protocol version 2025-11-25"),
+        ("meta-version", "response for protocol version 2025-06-18"),
+        ("era", "another protocol era"),
+    ],
+)
+async def test_a_response_for_another_request_server_or_version_is_rejected(mode: str, reason: str) -> None:
+    async with fake_server() as url, host_for(url) as host:
+        await host.discover(ALICE)
+        fine = await host.call(ALICE, "fake.echo", {"mode": "ok"})
+        assert fine.state is CallState.COMPLETED, fine.error
+        read = await host.call(ALICE, "fake.echo", {"mode": mode})
+        assert read.state is CallState.FAILED and reason in (read.error or ""), read.history
+        assert read.result is None, "nothing from a rejected response reaches the application"
+        effect = await host.call(ALICE, "fake.touch", {"mode": mode})
+        # Our request was sent and its own answer never came: for an effect that is unknown, not failed.
+        assert effect.state is CallState.OUTCOME_UNKNOWN and reason in (effect.error or "")
+        assert CallState.FAILED not in effect.states
+
+
+async def test_requests_declare_the_version_and_only_the_capabilities_the_host_implements() -> None:
+    async def render(question: Any) -> Any:
+        raise AssertionError("not asked here")
+
+    async with fake_server() as url:
+        for handler, declared in ((None, False), (render, True)):
+            async with host_for(url, elicitation=handler) as host:
+                await host.discover(ALICE)
+                calls = [await host.call(ALICE, "fake.echo", {"n": n}) for n in range(3)]
+                conn_records = []
+                async with host.connect("fake", ALICE) as conn:
+                    await conn.client.session.list_tools()
+                    conn_records = conn.journal.recent
+                assert all(c.state is CallState.COMPLETED for c in calls)
+                assert all(len(c.request_ids) == 1 for c in calls)
+                assert len({c.trace_id for c in calls}) == 3
+                for record in conn_records:
+                    assert record.declared_version == "2026-07-28"
+                    assert ("elicitation" in (record.declared_capabilities or {})) is declared
+                    assert "sampling" not in (record.declared_capabilities or {})
+                    assert "roots" not in (record.declared_capabilities or {})
