@@ -295,7 +295,10 @@ class Host:
     def _settle_exception(
         self, call: Call, rule: ServerRule, record: WireRecord | None, exc: Exception
     ) -> None:
-        if record is not None and record.rejected:
+        if call.state is CallState.INPUT_REQUIRED:  # the answer could not be given: nothing more is sent
+            call.error = f"the question could not be answered: {type(exc).__name__}"
+            call.move(CallState.CANCELLED, call.error)
+        elif record is not None and record.rejected:
             call.error = f"response rejected: {record.rejected}"
             if call.effectful:
                 self._no_answer(call, rule, record, call.error)

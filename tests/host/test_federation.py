@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp_types import ElicitResult
 
 from adapter.host import (
     AuditLog,
@@ -15,8 +16,10 @@ from adapter.host import (
     Host,
     OperationStatus,
     Policy,
+    PolicyDenied,
     Principal,
     ProbeSchedule,
+    Question,
     ServerRule,
     ServerSpec,
     UnknownCapability,
@@ -217,3 +220,95 @@ def _key(server: str, name: str) -> Any:
     from adapter.host import CapabilityKey
 
     return CapabilityKey(server, name)
+
+
+async def test_two_concurrent_question_rounds_one_declined_never_swap_answers_or_state(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    both_asked = asyncio.Event()
+    questions: list[Question] = []
+
+    async def render(question: Question) -> ElicitResult:
+        questions.append(question)
+        if len(questions) == 2:
+            both_asked.set()
+        with anyio.fail_after(10):
+            await both_asked.wait()  # both rounds are open at once before either is answered
+        if "'suppliers'" in question.message:
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    host, _ = build_host(our_servers, faults, elicitation=render)
+    async with host:
+        await host.discover(ALICE)
+        customers = await stage(host, ALICE, "eu", "customers")
+        suppliers = await stage(host, ALICE, "eu", "suppliers")
+        accepted, declined = await asyncio.gather(
+            host.call(ALICE, "eu.commit_import", {"handle": customers}),
+            host.call(ALICE, "eu.commit_import", {"handle": suppliers}),
+        )
+        assert {q.call_id for q in questions} == {accepted.call_id, declined.call_id}
+        assert all(q.server == "eu" and q.principal == "alice" and q.mode == "form" for q in questions)
+        assert accepted.elicitation == "accept" and accepted.result["status"] == "committed"
+        assert accepted.result["handle"] == customers
+        assert declined.elicitation == "decline" and declined.result["status"] == "declined"
+        assert declined.result["handle"] == suppliers
+        for call in (accepted, declined):
+            assert call.states[:4] == [
+                CallState.PLANNED,
+                CallState.SENT,
+                CallState.INPUT_REQUIRED,
+                CallState.SENT,
+            ]
+            assert call.state is CallState.COMPLETED
+        assert len(questions) == 2, "a declined question is never asked again"
+        open_one = await host.call(ALICE, "eu.get_import_status", {"handle": suppliers})
+        assert open_one.result["status"] == "open"
+
+
+async def test_a_right_withdrawn_while_the_cache_is_fresh_is_enforced_and_private_lists_stay_private(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        mine = await stage(host, ALICE, "eu")
+        first = await host.list_resources(ALICE, "eu")
+        assert first.cache_scope == "private" and (first.ttl_ms or 0) > 0
+        assert [r.uri for r in first.resources] == [f"import://{mine}"]
+        assert await host.list_resources(ALICE, "eu") is first, "a fresh private entry is reused"
+        theirs = await host.list_resources(BOB, "eu")
+        assert theirs is not first and theirs.resources == [], "bob never gets alice's private list"
+        host.policy.servers["eu"].principals.discard("alice")
+        with pytest.raises(PolicyDenied):
+            await host.list_resources(ALICE, "eu")
+        with pytest.raises(PolicyDenied):
+            await host.call(ALICE, "eu.get_import_status", {"handle": mine})
+        host.policy.servers["eu"].principals.add("alice")
+        assert await host.list_resources(ALICE, "eu") is first
+
+
+async def test_a_cut_listen_stream_with_a_change_in_the_gap_leads_to_a_reread(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        first = await stage(host, ALICE, "eu")
+        listening = watch(host, "eu", ALICE)
+        with anyio.fail_after(10):
+            await listening.listening.wait()
+        before = await host.list_resources(ALICE, "eu")
+        assert [r.uri for r in before.resources] == [f"import://{first}"]
+        faults["eu"].cut_listen.set()
+        with anyio.fail_after(10):
+            while listening.gaps == 0:
+                await asyncio.sleep(0.01)
+        # The change happens while nothing listens: no event will ever tell the host about it.
+        async with host.connect("eu", ALICE) as conn:
+            begun = await conn.client.session.call_tool("begin_import", {"target": "gap"})
+        second = begun.structured_content["handle"]  # type: ignore[index]
+        with anyio.fail_after(10):
+            await listening.listening.wait()
+        after = await host.list_resources(ALICE, "eu")
+        assert {r.uri for r in after.resources} == {f"import://{first}", f"import://{second}"}
