@@ -35,9 +35,14 @@ TOOLS = [
 ]
 
 
+RECEIVED: list[dict[str, Any]] = []  # the _meta of every tools/call the fake server got
+
+
 async def mcp_endpoint(request: Request) -> JSONResponse:
     message = await request.json()
     method, params, rpc_id = message["method"], message.get("params") or {}, message["id"]
+    if method == "tools/call":
+        RECEIVED.append(params.get("_meta") or {})
     result: dict[str, Any] = {"resultType": "complete", "_meta": dict(INFO)}
     headers: dict[str, str] = {}
     if method == "server/discover":
@@ -129,6 +134,9 @@ async def test_requests_declare_the_version_and_only_the_capabilities_the_host_i
                 assert all(c.state is CallState.COMPLETED for c in calls)
                 assert all(len(c.request_ids) == 1 for c in calls)
                 assert len({c.trace_id for c in calls}) == 3
+                # Trace context reaches the server in _meta: one span per request under the call's trace.
+                received = [m["traceparent"].split("-") for m in RECEIVED[-3:]]
+                assert [(r[1], r[2]) for r in received] == [(c.trace_id, c.spans[0]) for c in calls]
                 for record in conn_records:
                     assert record.declared_version == "2026-07-28"
                     assert ("elicitation" in (record.declared_capabilities or {})) is declared

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anyio
@@ -103,6 +104,10 @@ async def test_same_tool_on_two_servers_stays_apart_in_registry_consent_and_audi
     assert ("eu", "alice", "eu.commit_import", "completed") in audited
     assert ("us", "alice", "us.get_import_status", "failed") in audited
     assert ("eu", "bob", "eu.get_import_status", "failed") in audited
+    dumped = json.dumps([e.as_dict() for e in host.audit.events])
+    for server in our_servers.values():
+        assert not any(token in dumped for token in server.tokens.values()), "no tokens in the audit"
+    assert "customers" not in dumped and '"id"' not in dumped, "no arguments or results in the audit"
     fingerprints = {e.tool: e.fingerprint for e in host.audit.events}
     assert fingerprints["eu.commit_import"] == host.registry.resolve("eu.commit_import").fingerprint
 
