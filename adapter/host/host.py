@@ -41,6 +41,7 @@ __all__ = ["Host", "ProbeSchedule"]
 log = logging.getLogger("adapter.host")
 MAX_INPUT_ROUNDS = 5
 UNREACHABLE = "server unreachable; nothing was sent"
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class ProbeSchedule:
@@ -165,6 +166,7 @@ class Host:
         arguments: dict[str, Any] | None = None,
         *,
         trace: TraceContext | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Call:
         """Call the active tool ``name`` (qualified or alias) and return the settled :class:`Call`.
 
@@ -196,7 +198,7 @@ class Host:
         try:
             async with self.connect(server, principal) as conn:
                 opened.append(conn)
-                await self._rounds(conn, call, rule, args, trace)
+                await self._rounds(conn, call, rule, args, trace, on_progress)
         except Exception as exc:
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
             if call.state is CallState.PLANNED and not _unreachable(exc):
@@ -209,7 +211,13 @@ class Host:
         return call
 
     async def _rounds(
-        self, conn: Connection, call: Call, rule: ServerRule, args: dict[str, Any], trace: TraceContext
+        self,
+        conn: Connection,
+        call: Call,
+        rule: ServerRule,
+        args: dict[str, Any],
+        trace: TraceContext,
+        on_progress: ProgressCallback | None,
     ) -> None:
         responses: dict[str, InputResponse] | None = None
         state: str | None = None
@@ -221,6 +229,8 @@ class Host:
             async def running(progress: float, total: float | None, message: str | None) -> None:
                 if call.state is CallState.SENT:
                     call.move(CallState.RUNNING, "progress reported")
+                if on_progress is not None:
+                    await on_progress(progress, total, message)
 
             try:
                 result = await conn.client.session.call_tool(

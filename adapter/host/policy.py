@@ -46,8 +46,13 @@ class ConsentRequest:
     parameters: dict[str, Any]
 
     def summary(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in self.parameters.items())
         return f"[{self.server}] {self.tool}({shown}) - {self.risk.value}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
