@@ -184,15 +184,16 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
     lost = await call(url, alice, "commit_import", {"handle": other})
     legacy.faults(drop_after_commit=0.0)
     check(lost["status"] == "outcome_unknown", "outcome_unknown")
-    unknown = call.last
-    assert unknown is not None
-    action = unknown.status_action
+    lost_call = call.last
+    assert lost_call is not None
+    resolved = lost_call
+    action = lost_call.status_action
     check(
-        unknown.state is CallState.OUTCOME_UNKNOWN and action is not None,
+        lost_call.state is CallState.OUTCOME_UNKNOWN and action is not None,
         f"the host kit offers a status action ({action.tool if action else None}), not a retry",
     )
     for _ in range(60):  # the server's reconciler settles it; the host only asks, it never resends
-        resolved = await call.resolve(alice, unknown)
+        resolved = await call.resolve(alice, lost_call)
         if resolved.state is not CallState.OUTCOME_UNKNOWN:
             break
         if _ == 0:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 from mcp_types import (
@@ -21,7 +21,9 @@ from mcp_types import (
     InputRequiredResult,
     InputResponse,
     ListResourcesResult,
+    PaginatedRequestParams,
     ReadResourceResult,
+    RequestParamsMeta,
     Tool,
 )
 from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponential
@@ -239,7 +241,7 @@ class Host:
                     progress_callback=running,
                     input_responses=responses,
                     request_state=state,
-                    meta={"traceparent": traceparent},  # type: ignore[typeddict-unknown-key]
+                    meta=_trace_meta(traceparent),
                     allow_input_required=True,
                 )
             except Exception as exc:
@@ -317,7 +319,9 @@ class Host:
         elif (record is None or not record.sent) and (record is not None or _unreachable(exc)):
             call.error = UNREACHABLE
             call.move(CallState.FAILED, call.error)
-        elif record.answered:  # a JSON-RPC error from the server: it refused the request
+        elif (
+            record is not None and record.answered
+        ):  # a JSON-RPC error from the server: it refused the request
             call.error = str(exc)[:300]
             call.move(CallState.FAILED, "the server answered with an error")
         else:
@@ -348,7 +352,7 @@ class Host:
             result = await conn.client.session.call_tool(
                 action.tool,
                 action.arguments,
-                meta={"traceparent": traceparent},  # type: ignore[typeddict-unknown-key]
+                meta=_trace_meta(traceparent),
             )
         if result.is_error or not isinstance(result.structured_content, dict):
             call.server_status = "not_found" if result.is_error else "unreadable"
@@ -369,11 +373,18 @@ class Host:
 
     # --- lists and reads (cached) ------------------------------------------------------------
 
-    async def list_resources(self, principal: Principal, server: str) -> ListResourcesResult:
-        return await self._cached(principal, server, "resources/list", "", _list_resources)
+    async def list_resources(
+        self, principal: Principal, server: str, cursor: str | None = None
+    ) -> ListResourcesResult:
+        """One page (each page is cached on its own; no cross-page snapshot is implied)."""
+        result = await self._cached(principal, server, "resources/list", cursor or "", _list_resources)
+        assert isinstance(result, ListResourcesResult)
+        return result
 
     async def read_resource(self, principal: Principal, server: str, uri: str) -> ReadResourceResult:
-        return await self._cached(principal, server, "resources/read", uri, _read_resource)
+        result = await self._cached(principal, server, "resources/read", uri, _read_resource)
+        assert isinstance(result, ReadResourceResult)
+        return result
 
     async def _cached(
         self,
@@ -434,26 +445,27 @@ class Host:
 
 async def _all_tools(conn: Connection) -> list[Tool]:
     tools: list[Tool] = []
-    cursor: str | None = None
-    for _ in range(100):
-        page = (
-            await conn.client.session.list_tools(cursor=cursor)
-            if cursor
-            else await conn.client.session.list_tools()
-        )
+    params: PaginatedRequestParams | None = None
+    for _ in range(100):  # bounded: a server that never stops paging is not trusted further
+        page = await conn.client.session.list_tools(params=params)
         tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
+        if not page.next_cursor:
             break
+        params = PaginatedRequestParams(cursor=page.next_cursor)
     return tools
 
 
-async def _list_resources(conn: Connection, _: str) -> ListResourcesResult:
-    return await conn.client.session.list_resources()
+def _trace_meta(traceparent: str) -> RequestParamsMeta:
+    return cast(RequestParamsMeta, {"traceparent": traceparent})
+
+
+async def _list_resources(conn: Connection, cursor: str) -> ListResourcesResult:
+    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+    return await conn.client.session.list_resources(params=params)
 
 
 async def _read_resource(conn: Connection, uri: str) -> ReadResourceResult:
-    return await conn.client.session.read_resource(uri)  # type: ignore[arg-type]
+    return await conn.client.session.read_resource(uri)
 
 
 def _idempotency_key(tool: Tool, rule: ServerRule, args: dict[str, Any]) -> str | None:

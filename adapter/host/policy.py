@@ -67,7 +67,8 @@ class StatusVerdict:
 class StatusResolver(Protocol):
     """Resolves an unknown outcome through the server's own status tool (never by resending)."""
 
-    tool: str
+    @property
+    def tool(self) -> str: ...
 
     def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any]: ...
 
