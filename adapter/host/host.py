@@ -12,8 +12,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
+import anyio
 import httpx2
 from mcp_types import (
     CallToolResult,
@@ -35,7 +37,7 @@ from adapter.host.elicit import ElicitationHandler, answer
 from adapter.host.errors import HostError, PolicyDenied
 from adapter.host.lifecycle import Call, CallState, StatusAction
 from adapter.host.policy import ConsentCallback, ConsentRequest, Policy, Risk, ServerRule
-from adapter.host.registry import Diff, Registry
+from adapter.host.registry import Diff, Entry, Registry
 from adapter.host.wire import WireRecord
 
 __all__ = ["Host", "ProbeSchedule"]
@@ -44,6 +46,12 @@ log = logging.getLogger("adapter.host")
 MAX_INPUT_ROUNDS = 5
 UNREACHABLE = "server unreachable; nothing was sent"
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class _Options:
+    on_progress: ProgressCallback | None
+    deadline: float | None
 
 
 class ProbeSchedule:
@@ -159,6 +167,17 @@ class Host:
         self.registry.apply(server, tools, auto_approve=self.policy.rule(server).tools)
         self.cache.invalidate(server)
 
+    def active(self, principal: Principal) -> list[Entry]:
+        """What ``principal`` may be offered now: approved, reachable and allowed by the current policy."""
+        allowed = []
+        for entry in self.registry.active():
+            try:
+                self.policy.check_tool(principal.id, entry.key.server, entry.key.name)
+            except PolicyDenied:
+                continue
+            allowed.append(entry)
+        return allowed
+
     # --- calls ------------------------------------------------------------------------------
 
     async def call(
@@ -169,6 +188,7 @@ class Host:
         *,
         trace: TraceContext | None = None,
         on_progress: ProgressCallback | None = None,
+        deadline_seconds: float | None = None,
     ) -> Call:
         """Call the active tool ``name`` (qualified or alias) and return the settled :class:`Call`.
 
@@ -200,7 +220,7 @@ class Host:
         try:
             async with self.connect(server, principal) as conn:
                 opened.append(conn)
-                await self._rounds(conn, call, rule, args, trace, on_progress)
+                await self._rounds(conn, call, rule, args, trace, _Options(on_progress, deadline_seconds))
         except Exception as exc:
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
             if call.state is CallState.PLANNED and not _unreachable(exc):
@@ -219,7 +239,7 @@ class Host:
         rule: ServerRule,
         args: dict[str, Any],
         trace: TraceContext,
-        on_progress: ProgressCallback | None,
+        options: _Options,
     ) -> None:
         responses: dict[str, InputResponse] | None = None
         state: str | None = None
@@ -231,19 +251,20 @@ class Host:
             async def running(progress: float, total: float | None, message: str | None) -> None:
                 if call.state is CallState.SENT:
                     call.move(CallState.RUNNING, "progress reported")
-                if on_progress is not None:
-                    await on_progress(progress, total, message)
+                if options.on_progress is not None:
+                    await options.on_progress(progress, total, message)
 
             try:
-                result = await conn.client.session.call_tool(
-                    call.tool,
-                    args,
-                    progress_callback=running,
-                    input_responses=responses,
-                    request_state=state,
-                    meta=_trace_meta(traceparent),
-                    allow_input_required=True,
-                )
+                with anyio.move_on_after(options.deadline) as deadline:
+                    result = await conn.client.session.call_tool(
+                        call.tool,
+                        args,
+                        progress_callback=running,
+                        input_responses=responses,
+                        request_state=state,
+                        meta=_trace_meta(traceparent),
+                        allow_input_required=True,
+                    )
             except Exception as exc:
                 record = conn.journal.by_span.get(span)
                 if record is not None and record.rpc_id is not None:
@@ -255,6 +276,9 @@ class Host:
             record = conn.journal.by_span.get(span)
             if record is not None and record.rpc_id is not None:
                 call.request_ids.append(record.rpc_id)
+            if deadline.cancelled_caught:
+                self._abandoned(call, rule, record)
+                return
             if isinstance(result, InputRequiredResult):
                 call.move(CallState.INPUT_REQUIRED, f"{len(result.input_requests or {})} question(s)")
                 responses = await self._answers(conn, call, rule, result)
@@ -326,6 +350,14 @@ class Host:
             call.move(CallState.FAILED, "the server answered with an error")
         else:
             self._no_answer(call, rule, record, "the response was lost")
+
+    def _abandoned(self, call: Call, rule: ServerRule, record: WireRecord | None) -> None:
+        """The deadline passed and the request was cancelled: harmless for a read, unknown for an effect."""
+        why = "the deadline passed; the request was cancelled"
+        if call.effectful and record is not None and record.sent:
+            self._no_answer(call, rule, record, why + " after it was sent")
+        else:
+            call.move(CallState.CANCELLED, why)
 
     def _no_answer(self, call: Call, rule: ServerRule, record: WireRecord | None, why: str) -> None:
         """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend."""

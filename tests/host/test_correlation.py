@@ -32,7 +32,26 @@ TOOLS = [
         "name": "touch",
         "inputSchema": {"type": "object", "properties": {"idempotency_key": {"type": "string"}}},
     },
+    {"name": "login", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
 ]
+
+
+def login(arguments: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Asks for a URL-mode sign-in; the answer must come back with the byte-exact requestState."""
+    url = arguments["url"]
+    answers = params.get("inputResponses")
+    if not answers:
+        question = {
+            "method": "elicitation/create",
+            "params": {"mode": "url", "message": "Sign in", "url": url},
+        }
+        return {
+            "resultType": "input_required",
+            "inputRequests": {"signin": question},
+            "requestState": "s:" + url,
+        }
+    assert params.get("requestState") == "s:" + url, "requestState came back altered"
+    return {"resultType": "complete", "content": [{"type": "text", "text": answers["signin"]["action"]}]}
 
 
 RECEIVED: list[dict[str, Any]] = []  # the _meta of every tools/call the fake server got
@@ -51,6 +70,8 @@ async def mcp_endpoint(request: Request) -> JSONResponse:
         )
     elif method == "tools/list":
         result.update(tools=TOOLS, ttlMs=0, cacheScope="private")
+    elif method == "tools/call" and params["name"] == "login":
+        result.update(login(params["arguments"], params))
     elif method == "tools/call":
         mode = (params.get("arguments") or {}).get("mode", "ok")
         result["content"] = [{"type": "text", "text": "done"}]
@@ -142,3 +163,26 @@ async def test_requests_declare_the_version_and_only_the_capabilities_the_host_i
                     assert ("elicitation" in (record.declared_capabilities or {})) is declared
                     assert "sampling" not in (record.declared_capabilities or {})
                     assert "roots" not in (record.declared_capabilities or {})
+
+
+async def test_a_url_question_shows_domain_and_purpose_and_only_for_allowed_https_domains() -> None:
+    asked: list[Any] = []
+
+    async def render(question: Any) -> Any:
+        from mcp_types import ElicitResult
+
+        asked.append(question)
+        return ElicitResult(action="accept")
+
+    async with fake_server() as url, host_for(url, elicitation=render) as host:
+        host.policy.servers["fake"].url_domains = {"idp.example.com"}
+        await host.discover(ALICE)
+        allowed = await host.call(ALICE, "fake.login", {"url": "https://idp.example.com/signin?x=1"})
+        assert allowed.state is CallState.COMPLETED and allowed.result == ["accept"]
+        [question] = asked
+        assert (question.mode, question.domain, question.message) == ("url", "idp.example.com", "Sign in")
+        assert question.server == "fake" and question.call_id == allowed.call_id
+        for target in ("https://evil.example.net/signin", "http://idp.example.com/signin"):
+            refused = await host.call(ALICE, "fake.login", {"url": target})
+            assert refused.result == ["decline"] and refused.elicitation == "decline"
+        assert len(asked) == 1, "a URL outside the rule is declined without asking the user"

@@ -317,3 +317,60 @@ async def test_a_cut_listen_stream_with_a_change_in_the_gap_leads_to_a_reread(
             await listening.listening.wait()
         after = await host.list_resources(ALICE, "eu")
         assert {r.uri for r in after.resources} == {f"import://{first}", f"import://{second}"}
+
+
+async def test_parallel_calls_of_two_principals_on_two_servers_land_in_their_own_workspace(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    host.policy.servers["us"].principals.discard("bob")
+    async with host:
+        await host.discover(ALICE)
+        assert {e.qualified for e in host.active(BOB)} == {e.qualified for e in host.active(ALICE)} - {
+            e.qualified for e in host.active(ALICE) if e.key.server == "us"
+        }
+        handles = {
+            (who.id, server): await stage(host, who, server)
+            for who in (ALICE, BOB)
+            for server in ("eu", "us")
+            if (who, server) != (BOB, "us")
+        }
+        plan = [(who, "eu", owner) for who in (ALICE, BOB) for owner in handles]
+        calls = await asyncio.gather(
+            *(
+                host.call(who, f"{server}.get_import_status", {"handle": handles[owner]})
+                for who, server, owner in plan
+            )
+        )
+        for (who, server, owner), call in zip(plan, calls, strict=True):
+            assert (call.principal, call.server) == (who.id, server)
+            if owner == (who.id, server):
+                assert call.state is CallState.COMPLETED and call.result["handle"] == handles[owner]
+            else:
+                assert call.state is CallState.FAILED and "handle_not_found" in (call.error or "")
+        with pytest.raises(PolicyDenied):
+            await host.call(BOB, "us.get_import_status", {"handle": handles[("alice", "us")]})
+
+
+async def test_a_listen_event_invalidates_the_entry_it_names(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        handle = await stage(host, ALICE, "eu")
+        uri = f"import://{handle}"
+        listening = watch(host, "eu", ALICE, (uri,))
+        with anyio.fail_after(10):
+            await listening.listening.wait()
+        key = host.cache.key("eu", "resources/read", uri, "alice", "acme", "private")
+        host.cache.put(key, "an answer read earlier", 600_000)
+        assert host.cache.get("eu", "resources/read", uri, "alice", "acme") == "an answer read earlier"
+        added = await host.call(ALICE, "eu.add_record", {"handle": handle, "record": {"id": 2}})
+        assert added.state is CallState.COMPLETED
+        with anyio.fail_after(15):
+            while host.cache.get("eu", "resources/read", uri, "alice", "acme") is not None:
+                await asyncio.sleep(0.02)
+        assert listening.events >= 1 and listening.gaps == 0
+        fresh = await host.read_resource(ALICE, "eu", uri)
+        assert json.loads(fresh.contents[0].text)["record_count"] == 2  # type: ignore[union-attr]

@@ -87,3 +87,35 @@ async def test_a_lost_response_from_a_server_without_a_status_tool_stays_unknown
         assert call.status_action is None, "no status tool known: the application decides, nothing resends"
         with pytest.raises(HostError):
             await host.resolve(ALICE, call)
+
+
+async def test_a_deadline_cancels_a_read_and_leaves_an_effect_unknown(
+    everything: str, our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = three_servers(everything, our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        slow = await host.call(
+            ALICE,
+            "everything.trigger-long-running-operation",
+            {"duration": 5, "steps": 5},
+            deadline_seconds=0.5,
+        )
+        assert slow.state is CallState.CANCELLED and slow.states[-2] in (CallState.SENT, CallState.RUNNING)
+        host.policy.servers["everything"].risk["trigger-long-running-operation"] = Risk.WRITE
+        effect = await host.call(
+            ALICE,
+            "everything.trigger-long-running-operation",
+            {"duration": 5, "steps": 5},
+            deadline_seconds=0.5,
+        )
+        assert effect.state is CallState.OUTCOME_UNKNOWN, "a cancelled effect may still have happened"
+        fine = await host.call(
+            ALICE,
+            "everything.trigger-long-running-operation",
+            {"duration": 0.2, "steps": 2},
+            deadline_seconds=10,
+        )
+        assert fine.state is CallState.COMPLETED and CallState.RUNNING in fine.states, (
+            "progress means running"
+        )
