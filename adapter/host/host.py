@@ -197,7 +197,23 @@ class Host:
         """
         entry = self.registry.resolve(name)
         server, tool = entry.key.server, entry.key.name
-        rule = self.policy.check_tool(principal.id, server, tool)
+        try:
+            rule = self.policy.check_tool(principal.id, server, tool)
+        except PolicyDenied as exc:
+            self.audit.record(
+                AuditEvent(
+                    AuditLog.now(),
+                    server,
+                    principal.id,
+                    entry.qualified,
+                    entry.fingerprint,
+                    "denied",
+                    "",
+                    "",
+                    str(exc),
+                )
+            )
+            raise
         risk = self.policy.risk_of(server, entry.tool)
         args = dict(arguments or {})
         trace = trace or TraceContext.new()

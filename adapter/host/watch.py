@@ -34,6 +34,7 @@ class Watch:
     listening: asyncio.Event = field(default_factory=asyncio.Event)
     gaps: int = 0
     events: int = 0
+    supported: bool = True
 
 
 def watch(
@@ -50,17 +51,18 @@ async def _run(host: Host, w: Watch, attempts: int) -> None:
     delay = 0.1
     for _ in range(attempts):
         try:
-            async with (
-                host.connect(w.server, w.principal) as conn,
-                conn.client.listen(
+            async with host.connect(w.server, w.principal) as conn:
+                if conn.legacy:  # a handshake-era server: nothing to listen to, caches rely on ttlMs
+                    w.supported = False
+                    return
+                async with conn.client.listen(
                     tools_list_changed=True, resources_list_changed=True, resource_subscriptions=list(w.uris)
-                ) as subscription,
-            ):
-                w.listening.set()
-                delay = 0.1
-                async for event in subscription:
-                    w.events += 1
-                    await _apply(host, w, event)
+                ) as subscription:
+                    w.listening.set()
+                    delay = 0.1
+                    async for event in subscription:
+                        w.events += 1
+                        await _apply(host, w, event)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # lost stream or unreachable server: what happened meanwhile is unknown

@@ -350,6 +350,9 @@ async def test_parallel_calls_of_two_principals_on_two_servers_land_in_their_own
                 assert call.state is CallState.FAILED and "handle_not_found" in (call.error or "")
         with pytest.raises(PolicyDenied):
             await host.call(BOB, "us.get_import_status", {"handle": handles[("alice", "us")]})
+    assert ("us", "bob", "us.get_import_status", "denied") in [
+        (e.server, e.principal, e.tool, e.outcome) for e in host.audit.events
+    ], "a policy denial is audited too"
 
 
 async def test_a_listen_event_invalidates_the_entry_it_names(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from adapter.host import (
@@ -23,6 +24,7 @@ from adapter.host import (
     ServerRule,
     ServerSpec,
     adapter_unknown,
+    watch,
 )
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +72,10 @@ async def test_a_third_party_server_is_federated_with_ours_under_qualified_names
         assert [(c.server, c.tool, c.risk) for c in asked] == [("everything", "get-sum", Risk.WRITE)]
         refused = await host.call(ALICE, "everything.toggle-subscriber-updates", {})
         assert refused.state is CallState.CANCELLED
+        listening = watch(host, "everything", ALICE)
+        with anyio.fail_after(10):
+            await listening.task
+        assert listening.supported is False, "a handshake-era server has no listen; the watch stops"
     audited = {(e.server, e.tool, e.outcome) for e in host.audit.events}
     assert ("everything", "everything.echo", "completed") in audited, "the audit shows the same origin"
 
