@@ -139,11 +139,21 @@ class Host:
                 raise
             self._went_down(server, principal)
             return None
-        rule = self.policy.rule(server)
-        diff = self.registry.apply(server, tools, auto_approve=rule.tools)
+        diff = self.registry.apply(server, tools, auto_approve=self._auto_approve(server, tools))
         if not diff.empty:
             self.cache.invalidate(server)
         return diff
+
+    def _auto_approve(self, server: str, tools: list[Tool]) -> set[str]:
+        """Which new tools are approved without asking: on first contact the allowlist; after that
+        (a tool that appeared later) only those the allowlist names, or reads when it names none."""
+        rule = self.policy.rule(server)
+        known = any(key.server == server for key in self.registry.entries)
+        if not known:
+            return {t.name for t in tools} if rule.tools is None else set(rule.tools)
+        if rule.tools is not None:
+            return set(rule.tools)
+        return {t.name for t in tools if self.policy.risk_of(server, t) is Risk.READ}
 
     def _went_down(self, server: str, principal: Principal) -> None:
         self.registry.mark_down(server)
@@ -164,7 +174,7 @@ class Host:
         except RetryError:
             log.warning("server %s stayed unreachable after %d probes", server, schedule.attempts)
             return
-        self.registry.apply(server, tools, auto_approve=self.policy.rule(server).tools)
+        self.registry.apply(server, tools, auto_approve=self._auto_approve(server, tools))
         self.cache.invalidate(server)
 
     def active(self, principal: Principal) -> list[Entry]:

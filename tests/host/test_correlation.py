@@ -186,3 +186,23 @@ async def test_a_url_question_shows_domain_and_purpose_and_only_for_allowed_http
             refused = await host.call(ALICE, "fake.login", {"url": target})
             assert refused.result == ["decline"] and refused.elicitation == "decline"
         assert len(asked) == 1, "a URL outside the rule is declined without asking the user"
+
+
+async def test_a_tool_that_appears_later_is_offered_only_if_it_reads() -> None:
+    async with fake_server() as url, host_for(url) as host:
+        await host.discover(ALICE)
+        assert "fake.touch" in {e.qualified for e in host.active(ALICE)}, "first contact: the allowlist"
+        TOOLS.append({"name": "wipe", "inputSchema": {"type": "object"}})
+        TOOLS.append(
+            {"name": "peek", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+        )
+        try:
+            diff = await host.discover_server("fake", ALICE)
+        finally:
+            del TOOLS[-2:]
+        assert diff is not None and {k.name for k in diff.added} == {"wipe", "peek"}
+        active = {e.qualified for e in host.active(ALICE)}
+        assert "fake.peek" in active and "fake.wipe" not in active, "a new effect goes through approval"
+        wipe = host.registry.entries[next(k for k in diff.added if k.name == "wipe")]
+        host.registry.approve("fake.wipe", wipe.fingerprint)
+        assert "fake.wipe" in {e.qualified for e in host.active(ALICE)}
