@@ -10,33 +10,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import anyio
-import httpx2
 from mcp_types import (
     CallToolResult,
     ElicitRequest,
     InputRequiredResult,
     InputResponse,
     ListResourcesResult,
-    PaginatedRequestParams,
     ReadResourceResult,
-    RequestParamsMeta,
     Tool,
 )
 from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponential
 
 from adapter.host.audit import AuditEvent, AuditLog, TraceContext
+from adapter.host.builder import (
+    all_tools,
+    consent_request,
+    idempotency_key,
+    list_resources_page,
+    read_resource_once,
+    trace_meta,
+    unreachable,
+)
 from adapter.host.cache import ResultCache
 from adapter.host.connection import Connection, Principal, ServerSpec, connect
 from adapter.host.elicit import ElicitationHandler, answer
 from adapter.host.errors import HostError, PolicyDenied
 from adapter.host.lifecycle import Call, CallState, StatusAction
-from adapter.host.policy import ConsentCallback, ConsentRequest, Policy, Risk, ServerRule
+from adapter.host.policy import ConsentCallback, Policy, Risk, ServerRule
 from adapter.host.registry import Diff, Entry, Registry
 from adapter.host.wire import WireRecord
 
@@ -59,18 +64,6 @@ class ProbeSchedule:
 
     def __init__(self, attempts: int = 8, first_wait: float = 0.2, max_wait: float = 5.0) -> None:
         self.attempts, self.first_wait, self.max_wait = attempts, first_wait, max_wait
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """The request never reached the server (refused connection): safe to say nothing happened."""
-    chain: BaseException | None = exc
-    while chain is not None:
-        if isinstance(chain, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError):
-            return True
-        if isinstance(chain, BaseExceptionGroup):
-            return any(_unreachable(inner) for inner in chain.exceptions)
-        chain = chain.__cause__ or chain.__context__
-    return False
 
 
 class Host:
@@ -133,9 +126,9 @@ class Host:
     async def discover_server(self, server: str, principal: Principal) -> Diff | None:
         try:
             async with self.connect(server, principal) as conn:
-                tools = await _all_tools(conn)
+                tools = await all_tools(conn)
         except Exception as exc:
-            if not _unreachable(exc):
+            if not unreachable(exc):
                 raise
             self._went_down(server, principal)
             return None
@@ -170,7 +163,7 @@ class Host:
             ):
                 with attempt:
                     async with self.connect(server, principal) as conn:
-                        tools = await _all_tools(conn)
+                        tools = await all_tools(conn)
         except RetryError:
             log.warning("server %s stayed unreachable after %d probes", server, schedule.attempts)
             return
@@ -237,8 +230,8 @@ class Host:
             trace.trace_id,
         )
         if call.effectful:
-            call.idempotency_key = _idempotency_key(entry.tool, rule, args)
-            if not await self._consent(_consent_request(call, risk, rule, args)):
+            call.idempotency_key = idempotency_key(entry.tool, rule, args)
+            if not await self._consent(consent_request(call, risk, rule, args)):
                 call.move(CallState.CANCELLED, "the user refused consent")
                 self._audit(call)
                 return call
@@ -249,7 +242,7 @@ class Host:
                 await self._rounds(conn, call, rule, args, trace, _Options(on_progress, deadline_seconds))
         except Exception as exc:
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
-            if call.state is CallState.PLANNED and not _unreachable(exc):
+            if call.state is CallState.PLANNED and not unreachable(exc):
                 raise
             if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
                 self._settle_exception(call, rule, record, exc)
@@ -288,7 +281,7 @@ class Host:
                         progress_callback=running,
                         input_responses=responses,
                         request_state=state,
-                        meta=_trace_meta(traceparent),
+                        meta=trace_meta(traceparent),
                         allow_input_required=True,
                     )
             except Exception as exc:
@@ -366,7 +359,7 @@ class Host:
                 self._no_answer(call, rule, record, call.error)
             else:
                 call.move(CallState.FAILED, call.error)
-        elif (record is None or not record.sent) and (record is not None or _unreachable(exc)):
+        elif (record is None or not record.sent) and (record is not None or unreachable(exc)):
             call.error = UNREACHABLE
             call.move(CallState.FAILED, call.error)
         elif (
@@ -410,7 +403,7 @@ class Host:
             result = await conn.client.session.call_tool(
                 action.tool,
                 action.arguments,
-                meta=_trace_meta(traceparent),
+                meta=trace_meta(traceparent),
             )
         if result.is_error or not isinstance(result.structured_content, dict):
             call.server_status = "not_found" if result.is_error else "unreadable"
@@ -435,12 +428,12 @@ class Host:
         self, principal: Principal, server: str, cursor: str | None = None
     ) -> ListResourcesResult:
         """One page (each page is cached on its own; no cross-page snapshot is implied)."""
-        result = await self._cached(principal, server, "resources/list", cursor or "", _list_resources)
+        result = await self._cached(principal, server, "resources/list", cursor or "", list_resources_page)
         assert isinstance(result, ListResourcesResult)
         return result
 
     async def read_resource(self, principal: Principal, server: str, uri: str) -> ReadResourceResult:
-        result = await self._cached(principal, server, "resources/read", uri, _read_resource)
+        result = await self._cached(principal, server, "resources/read", uri, read_resource_once)
         assert isinstance(result, ReadResourceResult)
         return result
 
@@ -499,47 +492,3 @@ class Host:
                 detail or (call.history[-1][2] if call.history else ""),
             )
         )
-
-
-async def _all_tools(conn: Connection) -> list[Tool]:
-    tools: list[Tool] = []
-    params: PaginatedRequestParams | None = None
-    for _ in range(100):  # bounded: a server that never stops paging is not trusted further
-        page = await conn.client.session.list_tools(params=params)
-        tools.extend(page.tools)
-        if not page.next_cursor:
-            break
-        params = PaginatedRequestParams(cursor=page.next_cursor)
-    return tools
-
-
-def _trace_meta(traceparent: str) -> RequestParamsMeta:
-    return cast(RequestParamsMeta, {"traceparent": traceparent})
-
-
-async def _list_resources(conn: Connection, cursor: str) -> ListResourcesResult:
-    params = PaginatedRequestParams(cursor=cursor) if cursor else None
-    return await conn.client.session.list_resources(params=params)
-
-
-async def _read_resource(conn: Connection, uri: str) -> ReadResourceResult:
-    return await conn.client.session.read_resource(uri)
-
-
-def _idempotency_key(tool: Tool, rule: ServerRule, args: dict[str, Any]) -> str | None:
-    """The host makes and keeps the key when the tool takes one and the caller gave none."""
-    name = rule.idempotency_argument
-    properties = (tool.input_schema or {}).get("properties") or {}
-    if name not in properties:
-        return None
-    if not args.get(name):
-        args[name] = f"host-{uuid.uuid4().hex}"
-    return str(args[name])
-
-
-def _consent_request(call: Call, risk: Risk, rule: ServerRule, args: dict[str, Any]) -> ConsentRequest:
-    shown = rule.consent_parameters.get(call.tool)
-    if shown is None:
-        shown = tuple(k for k in args if k != rule.idempotency_argument)
-    parameters = {k: args[k] for k in shown if k in args}
-    return ConsentRequest(call.server, call.principal, call.tool, call.qualified, risk, parameters)
