@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp_types import (
@@ -44,6 +45,9 @@ from adapter.host.lifecycle import Call, CallState, StatusAction
 from adapter.host.policy import ConsentCallback, Policy, Risk, ServerRule
 from adapter.host.registry import Diff, Entry, Registry
 from adapter.host.wire import WireRecord
+
+if TYPE_CHECKING:
+    from adapter.host.watch import Watch
 
 __all__ = ["Host", "ProbeSchedule"]
 
@@ -88,7 +92,7 @@ class Host:
         self._elicitation = elicitation
         self._probes = probes or ProbeSchedule()
         self._probing: dict[str, asyncio.Task[None]] = {}
-        self.watches: list[Any] = []
+        self.watches: list[Watch] = []  # started by adapter.host.watch.watch(); stopped by aclose()
 
     async def __aenter__(self) -> Host:
         return self
@@ -102,7 +106,7 @@ class Host:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def connect(self, server: str, principal: Principal) -> Any:
+    def connect(self, server: str, principal: Principal) -> AbstractAsyncContextManager[Connection]:
         """A client for ``principal`` on ``server`` (policy checked); an async context manager."""
         self.policy.check_server(principal.id, server)
         legacy_callback = self._legacy_elicitation(server, principal) if self._elicitation else None
