@@ -158,6 +158,10 @@ class Host:
         if task is None or task.done():
             self._probing[server] = asyncio.create_task(self._probe(server, principal))
 
+    def probe_task(self, server: str) -> asyncio.Task[None] | None:
+        """The background probe of a server that went down (done once it came back or gave up)."""
+        return self._probing.get(server)
+
     async def _probe(self, server: str, principal: Principal) -> None:
         schedule = self._probes
         try:

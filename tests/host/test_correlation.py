@@ -9,6 +9,7 @@ result of another era.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -206,3 +207,22 @@ async def test_a_tool_that_appears_later_is_offered_only_if_it_reads() -> None:
         wipe = host.registry.entries[next(k for k in diff.added if k.name == "wipe")]
         host.registry.approve("fake.wipe", wipe.fingerprint)
         assert "fake.wipe" in {e.qualified for e in host.active(ALICE)}
+
+
+async def test_probes_of_a_server_that_stays_down_are_bounded() -> None:
+    from adapter.host import ProbeSchedule
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    host = host_for(
+        f"http://127.0.0.1:{port}/mcp", probes=ProbeSchedule(attempts=3, first_wait=0.01, max_wait=0.02)
+    )
+    async with host:
+        assert await host.discover(ALICE) == {}
+        assert host.registry.down == {"fake"}
+        probe = host.probe_task("fake")
+        assert probe is not None
+        with anyio.fail_after(10):
+            await probe
+        assert host.registry.down == {"fake"}, "after the last probe it stays down until discover()"
