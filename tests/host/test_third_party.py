@@ -27,7 +27,7 @@ from adapter.host import (
     watch,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # server-everything is a node subprocess
 
 ALICE = Principal("alice", "acme")
 
