@@ -71,7 +71,8 @@ class SimulatorSession:
         self._client = client
         self._batch_ref = ""
 
-    def begin(self, batch_ref: str) -> None:
+    def begin(self, batch_ref: str, target: str) -> None:
+        """The simulator has no targets of its own: every batch goes to the same place."""
         self._batch_ref = batch_ref
         with self._failing_closes("begin"):
             self._client.begin(batch_ref)

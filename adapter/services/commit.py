@@ -83,6 +83,7 @@ class _Claim:
     total: int
     ask_first: bool = False
     lease_owner: str = ""  # this run's own lease owner (see leases.new_lease_owner)
+    target: str = ""  # the import's target, passed to the legacy session's begin
 
 
 @dataclass(slots=True)
@@ -198,7 +199,8 @@ def _claim(
         uow.commit()
         assert operation.batch_ref is not None
         return _Claim(
-            handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None, owner
+            handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None, owner,
+            row.target,
         )
 
 
@@ -317,7 +319,7 @@ def _attempt(
             return CommittedBatch(first.legacy_batch_id, first.record_count)
     session = ctx.legacy.open_session()
     try:
-        session.begin(claim.batch_ref)
+        session.begin(claim.batch_ref, claim.target)
         sent = _replay_records(ctx, claim, run, session, progress, cancel)
         if sent != claim.total:
             raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")
