@@ -28,6 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 __all__ = [
+    "PERMISSIVE_SCHEMA",
+    "WILDCARD_TARGET",
     "BatchStatus",
     "CommittedBatch",
     "CommittedBatchInfo",
@@ -37,11 +39,9 @@ __all__ = [
     "LegacyPort",
     "LegacySession",
     "LegacyTransient",
-    "PERMISSIVE_SCHEMA",
     "Target",
     "TargetCatalog",
     "VoidResult",
-    "WILDCARD_TARGET",
 ]
 
 Record = Mapping[str, Any]
