@@ -1,8 +1,8 @@
-'''``python -m adapter new-port NAME``: a package with a port skeleton, its targets and contract tests.
+"""``python -m adapter new-port NAME``: a package with a port skeleton, its targets and contract tests.
 
 The skeleton satisfies the protocols but every method raises ``NotImplementedError``, so the
 contract tests it writes fail until the methods are filled in: the user starts from a red suite.
-'''
+"""
 
 from __future__ import annotations
 

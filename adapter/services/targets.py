@@ -74,7 +74,8 @@ def _explain(index: int, error: Any) -> RecordInvalid:
         unexpected = ", ".join(_short(name) for name in list(kind.unexpected)[:5])
         return RecordInvalid(index, path, f"has fields the target does not know: {unexpected}")
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.Type):
-        expected = "/".join(str(t) for t in kind.types) if hasattr(kind, "types") else "another type"
+        names = sorted((str(t) for t in getattr(kind, "types", ())), key=lambda t: (t == "null", t))
+        expected = "/".join(names) or "another type"
         return RecordInvalid(index, path, f"must be of type {expected}")
     return RecordInvalid(index, path, f"breaks the schema rule '{keyword}'")
 

@@ -95,9 +95,7 @@ def _begin_input_model(rules: TargetRules) -> type[s.BeginImportIn]:
         if rules.closed and names:
             target["enum"] = names
 
-    return type(
-        "BeginImportIn", (s.BeginImportIn,), {"model_config": ConfigDict(json_schema_extra=extra)}
-    )
+    return type("BeginImportIn", (s.BeginImportIn,), {"model_config": ConfigDict(json_schema_extra=extra)})
 
 
 def present_tools(tools: Iterable[Tool], rules: TargetRules, prefix: str) -> list[Tool]:
