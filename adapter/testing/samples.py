@@ -1,11 +1,12 @@
 """Records that satisfy a target's JSON Schema, for the port contract checks.
 
 Enough of JSON Schema for records of database tables and pydantic models: objects with typed
-properties, ``anyOf``/``oneOf`` (the first non-null branch), ``$ref`` into ``$defs``, ``enum``,
+properties, ``default`` and ``examples`` (a field's or a whole record's: the way to satisfy a
+``pattern``), ``anyOf``/``oneOf`` (the first non-null branch), ``$ref`` into ``$defs``, ``enum``,
 ``const``, string formats ``date`` and ``date-time``, and length and range bounds. Values differ
 per record and per run (a random base), so unique columns and primary keys do not collide when the
 check runs again against the same system. A schema outside that subset can be served by your own
-records: override ``contract_records`` in :class:`adapter.testing.PortContract`.
+records: define ``contract_records(self, start, count)`` in your :class:`adapter.testing.PortContract`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def _value(schema: Mapping[str, Any], n: int, defs: dict[str, Any]) -> Any:
         return schema["const"]
     if schema.get("enum"):
         return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    if schema.get("examples"):  # the schema's own examples (JSON Schema "examples"), in turn
+        examples = schema["examples"]
+        return examples[n % len(examples)]
     for key in ("anyOf", "oneOf"):
         if key in schema:
             options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
