@@ -143,7 +143,7 @@ def _commit(subject: ContractSubject, ref: str, records: Sequence[dict[str, Any]
 
 
 def _status(subject: ContractSubject, ref: str) -> BatchStatus:
-    status = subject.port.batch_status(ref)
+    status: BatchStatus = subject.port.batch_status(ref)
     _expect(isinstance(status, BatchStatus), f"batch_status() returned {type(status).__name__}")
     return status
 
