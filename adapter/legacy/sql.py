@@ -36,6 +36,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -184,6 +185,15 @@ def _parser(column: Column[Any]) -> Callable[[Any], Any] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _CopyStatements:
+    name: str
+    create: str
+    copy: str
+    insert: str
+    clear: str
+
+
 _PLAIN_TYPES = (bool, int, float, Decimal, str, dt.date, dt.datetime)
 
 
@@ -200,12 +210,36 @@ class _TableTarget:
         self.key_columns = list(table.primary_key.columns)
         self.schema = record_schema(table, dialect.name)
         self.parsers = {str(c.name): p for c in table.columns if (p := _parser(c)) is not None}
-        # psycopg's pipelined executemany with RETURNING is about 4x faster than SQLAlchemy's
-        # multi-row VALUES (whose long statements psycopg must parse each time); it needs no bind
-        # processing, so it is used only when every column has a plain type.
+        # On PostgreSQL (psycopg) rows go in by COPY into a temporary table and one
+        # INSERT ... SELECT ... RETURNING: 2-3x faster than psycopg's pipelined executemany, which is
+        # 4x faster than SQLAlchemy's multi-row VALUES (long statements psycopg must parse each time).
+        # Both need no bind processing, so they are used only when every column has a plain type;
+        # the COPY path also needs the TEMP privilege (the pipelined insert is the fallback).
         self._pipelined = dialect.driver == "psycopg" and all(_plain(c) for c in table.columns)
+        self.copy_ok = self._pipelined
         self._quote = dialect.identifier_preparer
         self._sql: dict[tuple[str, ...], str] = {}
+        self._copy: dict[tuple[str, ...], _CopyStatements] = {}
+
+    def copy_statements(self, columns: tuple[str, ...]) -> _CopyStatements | None:
+        """The statements of the COPY path for rows with these fields, or None if it does not apply."""
+        if not self.copy_ok or self.pipelined_insert(columns) is None:
+            return None
+        found = self._copy.get(columns)
+        if found is None:
+            names = ", ".join(self._quote.quote(c) for c in columns)
+            keys = ", ".join(self._quote.quote(str(c.name)) for c in self.key_columns)
+            table = self._quote.format_table(self.table)
+            stage = f"adapter_stage_{len(self._copy)}_{self.table.name}"[:63]
+            temp = self._quote.quote(stage)
+            found = self._copy[columns] = _CopyStatements(
+                name=stage,
+                create=f"CREATE TEMP TABLE {temp} ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA",
+                copy=f"COPY {temp} ({names}) FROM STDIN",
+                insert=f"INSERT INTO {table} ({names}) SELECT {names} FROM {temp} RETURNING {keys}",
+                clear=f"TRUNCATE {temp}",
+            )
+        return found
 
     def pipelined_insert(self, columns: tuple[str, ...]) -> str | None:
         """``INSERT ... RETURNING <key>`` with positional parameters for psycopg, or None."""
@@ -236,13 +270,51 @@ def _fields(record: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(record)
 
 
-def _insert(connection: Connection, target: _TableTarget, rows: list[dict[str, Any]]) -> list[Any]:
-    """Insert rows that share one set of fields; return their primary keys as tuples."""
-    sql = target.pipelined_insert(tuple(rows[0]))
+def _copy_insert(cursor: Any, statements: _CopyStatements, rows: list[dict[str, Any]]) -> list[Any]:
+    with cursor.copy(statements.copy) as copy:
+        for row in rows:
+            copy.write_row(tuple(row.values()))
+    cursor.execute(statements.insert)
+    keys: list[Any] = cursor.fetchall()
+    cursor.execute(statements.clear)
+    return keys
+
+
+def _create_allowed(cursor: Any, statements: _CopyStatements) -> bool:
+    """Create the temporary table inside a savepoint; False (and nothing lost) without TEMP privilege."""
+    cursor.execute("SAVEPOINT adapter_stage")
+    try:
+        cursor.execute(statements.create)
+    except psycopg.errors.InsufficientPrivilege:
+        cursor.execute("ROLLBACK TO SAVEPOINT adapter_stage")
+        return False
+    cursor.execute("RELEASE SAVEPOINT adapter_stage")
+    return True
+
+
+def _insert(
+    connection: Connection, target: _TableTarget, rows: list[dict[str, Any]], staging: set[str]
+) -> list[Any]:
+    """Insert rows that share one set of fields; return their primary keys as tuples.
+
+    ``staging`` holds the temporary tables this transaction created (they drop at its end).
+    """
+    columns = tuple(rows[0])
+    statements = target.copy_statements(columns)
+    if statements is not None:
+        cursor: Any = connection.connection.cursor()
+        try:
+            if statements.name in staging or _create_allowed(cursor, statements):
+                staging.add(statements.name)
+                return _copy_insert(cursor, statements, rows)
+            target.copy_ok = False  # no TEMP privilege here: use the pipelined insert from now on
+        finally:
+            cursor.close()
+    sql = target.pipelined_insert(columns)
     if sql is None:
         statement = target.table.insert().returning(*target.key_columns)
         return list(connection.execute(statement, rows).all())
-    cursor: Any = connection.connection.cursor()
+    cursor = connection.connection.cursor()
     try:
         cursor.executemany(sql, [tuple(row.values()) for row in rows], returning=True)
         keys: list[Any] = []
@@ -264,6 +336,7 @@ class SqlSession:
         self._batch_ref = ""
         self._keys: list[Any] = []
         self._count = 0
+        self._staging: set[str] = set()
 
     def begin(self, batch_ref: str, target: str) -> None:
         if self._target is not None:
@@ -273,12 +346,13 @@ class SqlSession:
             self._connection = self._port.engine.connect()
             self._connection.begin()
         self._target, self._batch_ref, self._keys, self._count = table, batch_ref, [], 0
+        self._staging = set()
 
     def add(self, records: Sequence[Record]) -> None:
         connection, target = self._open("add")
         with self._failing_closes("add"):
             for rows in target.rows(records):
-                keys = _insert(connection, target, rows)
+                keys = _insert(connection, target, rows, self._staging)
                 self._keys.extend(list(key) if len(key) > 1 else key[0] for key in keys)
                 self._count += len(rows)
 
