@@ -29,7 +29,7 @@ from adapter.ports.legacy import (
     Target,
     VoidResult,
 )
-from adapter.ports.targets import port_targets
+from adapter.ports.targets import begin_batch, port_targets
 
 __all__ = ["InstrumentedPort", "InstrumentedSession", "Observer", "outcome_of"]
 
@@ -94,7 +94,7 @@ class InstrumentedSession:
 
     def begin(self, batch_ref: str, target: str) -> None:
         with self._observers.timed("begin"):
-            self.inner.begin(batch_ref, target)
+            begin_batch(self.inner, batch_ref, target)
 
     def add(self, records: Sequence[Record]) -> None:
         with self._observers.timed("add"):

@@ -71,8 +71,9 @@ class SimulatorSession:
         self._client = client
         self._batch_ref = ""
 
-    def begin(self, batch_ref: str, target: str) -> None:
-        """The simulator has no targets of its own: every batch goes to the same place."""
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        """The simulator has no targets of its own: every batch goes to the same place (so
+        ``target`` is optional here, which keeps wrappers written for ``begin(batch_ref)`` working)."""
         self._batch_ref = batch_ref
         with self._failing_closes("begin"):
             self._client.begin(batch_ref)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from adapter.ports.legacy import WILDCARD_TARGET, Target, TargetCatalog
+import inspect
 
-__all__ = ["ANY_TARGET", "port_targets"]
+from adapter.ports.legacy import WILDCARD_TARGET, LegacySession, Target, TargetCatalog
+
+__all__ = ["ANY_TARGET", "begin_batch", "port_targets"]
 
 ANY_TARGET = Target(
     WILDCARD_TARGET,
@@ -27,3 +29,16 @@ def port_targets(port: object) -> tuple[Target, ...]:
     if not targets:
         raise ValueError("the port declares no targets; declare one, or '*' to accept any")
     return targets
+
+
+def begin_batch(session: LegacySession, batch_ref: str, target: str) -> None:
+    """``session.begin(batch_ref, target)``; a session written for the first version of the protocol,
+    whose ``begin`` takes only the reference, gets ``begin(batch_ref)`` (it has one destination)."""
+    try:
+        parameters = list(inspect.signature(session.begin).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: assume the current protocol
+        parameters = []
+    if len(parameters) == 1 and parameters[0].kind is not inspect.Parameter.VAR_POSITIONAL:
+        session.begin(batch_ref)  # type: ignore[call-arg]
+    else:
+        session.begin(batch_ref, target)

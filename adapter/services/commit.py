@@ -40,6 +40,7 @@ from adapter.ports.legacy import (
     LegacySession,
     LegacyTransient,
 )
+from adapter.ports.targets import begin_batch
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.findings import judge
@@ -319,7 +320,7 @@ def _attempt(
             return CommittedBatch(first.legacy_batch_id, first.record_count)
     session = ctx.legacy.open_session()
     try:
-        session.begin(claim.batch_ref, claim.target)
+        begin_batch(session, claim.batch_ref, claim.target)
         sent = _replay_records(ctx, claim, run, session, progress, cancel)
         if sent != claim.total:
             raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")

@@ -154,7 +154,7 @@ def test_each_app_has_its_own_registry(kit: Any) -> None:
 
 
 class _FlakySession:
-    def begin(self, batch_ref: str, target: str) -> None: ...
+    def begin(self, batch_ref: str) -> None: ...
     def add(self, records: Any) -> None:
         raise LegacyTransient("down")
 
@@ -188,7 +188,7 @@ def test_the_instrumented_port_reports_every_call_and_changes_nothing() -> None:
     remove_broken = port.add_observer(lambda *_: 1 / 0)  # a failing observer never breaks a call
 
     session = port.open_session()
-    session.begin("ref", "customers")
+    session.begin("ref")
     with pytest.raises(LegacyTransient):
         session.add([{"n": 1}])
     with pytest.raises(LegacyOutcomeUnknown):

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 from adapter.domain.errors import LimitExceeded
 from adapter.domain.identity import Principal
 from adapter.ports.legacy import Target
+from adapter.ports.targets import begin_batch
 from adapter.services import ImportService, ServiceContext
 from adapter.services.targets import RecordInvalid, TargetRules, UnknownTarget
 
@@ -72,3 +73,31 @@ def test_a_port_without_targets_accepts_any_target_and_any_object(
 ) -> None:
     handle = service.begin(alice, "anything-at-all").handle
     assert service.add(alice, handle, [{"whatever": [1, {"x": None}]}]).record_count == 1
+
+
+class _FirstVersionSession:
+    """A session written before targets existed: ``begin(batch_ref)`` only."""
+
+    def __init__(self) -> None:
+        self.begun: list[str] = []
+
+    def begin(self, batch_ref: str) -> None:
+        self.begun.append(batch_ref)
+
+
+class _CurrentSession:
+    def __init__(self) -> None:
+        self.begun: list[tuple[str, str]] = []
+
+    def begin(self, batch_ref: str, target: str) -> None:
+        self.begun.append((batch_ref, target))
+
+
+def test_a_session_of_the_first_protocol_version_still_begins() -> None:
+    old, new = _FirstVersionSession(), _CurrentSession()
+
+    begin_batch(old, "adp-1", "customers")  # type: ignore[arg-type]
+    begin_batch(new, "adp-2", "customers")  # type: ignore[arg-type]
+
+    assert old.begun == ["adp-1"]
+    assert new.begun == [("adp-2", "customers")]

@@ -33,7 +33,7 @@ def port_and_engine(request, engine_factory, server_factory):
 def _commit(port, batch_ref: str, records) -> CommittedBatch:
     session = port.open_session()
     try:
-        session.begin(batch_ref, "customers")
+        session.begin(batch_ref)
         session.add(records)
         return session.commit()
     finally:
@@ -45,7 +45,7 @@ def test_happy_path_commits_and_status_and_void_answer_port_types(port_and_engin
     assert isinstance(port, LegacyPort)
     session = port.open_session()
     assert isinstance(session, LegacySession)
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     session.add([{"n": 1}, {"n": 2}])
     session.add([{"n": 3}])
     assert session.commit() == CommittedBatch("B00000001", 3)
@@ -61,7 +61,7 @@ def test_happy_path_commits_and_status_and_void_answer_port_types(port_and_engin
 def test_rollback_leaves_nothing_committed(port_and_engine) -> None:
     port, _ = port_and_engine
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     session.add([{"n": 1}])
     session.rollback()
     session.close()
@@ -73,7 +73,7 @@ def test_transient_errors_become_legacy_transient(port_and_engine) -> None:
     engine.update_faults(error_rate=1.0)
     session = port.open_session()
     with pytest.raises(LegacyTransient) as info:
-        session.begin("job-1", "customers")
+        session.begin("job-1")
     assert isinstance(info.value.__cause__, LegacySimError)
     with pytest.raises(LegacyTransient):
         port.batch_status("job-1")
@@ -84,7 +84,7 @@ def test_transient_errors_become_legacy_transient(port_and_engine) -> None:
 def test_transient_error_on_commit_is_transient_not_unknown(port_and_engine) -> None:
     port, engine = port_and_engine
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     session.add([{"n": 1}])
     engine.update_faults(error_rate=1.0)
     with pytest.raises(LegacyTransient):
@@ -96,7 +96,7 @@ def test_transient_error_on_commit_is_transient_not_unknown(port_and_engine) -> 
 def test_drop_after_commit_becomes_outcome_unknown_and_status_resolves_it(port_and_engine) -> None:
     port, engine = port_and_engine
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     session.add([{"n": 1}, {"n": 2}])
     engine.update_faults(drop_after_commit=1.0)
     with pytest.raises(LegacyOutcomeUnknown) as info:
@@ -112,19 +112,19 @@ def test_state_errors_become_legacy_failed_and_end_the_session(port_and_engine) 
         session.commit()  # no open batch
     assert isinstance(info.value.__cause__, LegacySimError) and info.value.__cause__.code == "STATE"
     with pytest.raises(LegacyTransient):
-        session.begin("job-1", "customers")  # the session was discarded: nothing can be sent on it
+        session.begin("job-1")  # the session was discarded: nothing can be sent on it
 
 
 def test_invalid_records_and_unknown_void_become_legacy_failed(port_and_engine) -> None:
     port, _ = port_and_engine
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     with pytest.raises(LegacyFailed):
         session.add([{"ok": 1}, {"bad": object()}])
     with pytest.raises(LegacyFailed):
         port.void_batch("B00000077")
     with pytest.raises(LegacyFailed):
-        port.open_session().begin("not a valid ref", "customers")
+        port.open_session().begin("not a valid ref")
 
 
 def test_server_down_becomes_legacy_transient(server_factory) -> None:
@@ -143,7 +143,7 @@ def test_connection_lost_before_commit_is_transient(server_factory) -> None:
     server = server_factory(idle_timeout=0.2)
     port = SimulatorPort.tcp(*server.address, timeout=2.0)
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     time.sleep(0.45)
     with pytest.raises(LegacyTransient):
         session.add([{"n": 1}])
@@ -153,7 +153,7 @@ def test_lost_commit_reply_over_tcp_is_outcome_unknown(server_factory) -> None:
     server = server_factory(idle_timeout=0.2)
     port = SimulatorPort.tcp(*server.address, timeout=2.0)
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     time.sleep(0.45)
     with pytest.raises(LegacyOutcomeUnknown):
         session.commit()
@@ -164,12 +164,12 @@ def test_in_process_idle_timeout_behaves_like_tcp(engine_factory, fake_clock) ->
     engine = engine_factory(clock=fake_clock, idle_timeout=5.0)
     port = SimulatorPort.in_process(engine)
     session = port.open_session()
-    session.begin("job-1", "customers")
+    session.begin("job-1")
     fake_clock.advance(6.0)
     with pytest.raises(LegacyOutcomeUnknown):
         session.commit()
     other = port.open_session()
-    other.begin("job-2", "customers")
+    other.begin("job-2")
     fake_clock.advance(6.0)
     with pytest.raises(LegacyTransient):
         other.add([{"n": 1}])
