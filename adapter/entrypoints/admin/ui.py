@@ -34,7 +34,7 @@ operations, imports (by import id, never by handle), events and audit entries on
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,8 +47,9 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from adapter.config import Settings
-from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
-from adapter.domain.states import OperationKind, OperationState
+from adapter.domain.errors import InvalidCursor, InvalidRequest, OperationNotFound
+from adapter.domain.states import OPERATION_UNRESOLVED, OperationKind, OperationState
+from adapter.domain.vocabulary import OperatorAction
 from adapter.entrypoints.admin.deps import (
     COOKIE,
     Identity,
@@ -57,8 +58,8 @@ from adapter.entrypoints.admin.deps import (
     require_enabled,
     token_of,
 )
-from adapter.ports.legacy import LegacyError
-from adapter.services.admin import NotFound, OperationFilter
+from adapter.entrypoints.admin.errors import MAPPED, as_adapter_error, error_status
+from adapter.services.admin import OperationFilter
 
 __all__ = ["router"]
 
@@ -66,7 +67,7 @@ PREFIX = "/admin/ui"
 COOKIE_PATH = "/admin"
 COOKIE_MAX_AGE = 8 * 3600  # a working day; the cookie is the token, so it should not live for ever
 PAGE_SIZE = 25
-ACTIONS = ("reconcile", "compensate", "resolve")
+ACTIONS = tuple(OperatorAction)
 FILTER_FIELDS = ("status", "kind", "principal", "tenant", "import_id", "idempotency_key")
 # The order of the cards: what needs a human first, then work in flight, then settled outcomes.
 STATUS_ORDER = (
@@ -74,7 +75,6 @@ STATUS_ORDER = (
     OperationState.OUTCOME_UNKNOWN,
     OperationState.IN_PROGRESS,
     OperationState.COMPENSATING,
-    OperationState.PENDING,
     OperationState.SUCCEEDED,
     OperationState.COMPENSATED,
     OperationState.RESOLVED,
@@ -82,14 +82,7 @@ STATUS_ORDER = (
     OperationState.CANCELLED,
 )
 ATTENTION = frozenset({OperationState.NEEDS_OPERATOR.value, OperationState.OUTCOME_UNKNOWN.value})
-UNRESOLVED = frozenset(
-    {
-        OperationState.NEEDS_OPERATOR.value,
-        OperationState.OUTCOME_UNKNOWN.value,
-        OperationState.IN_PROGRESS.value,
-        OperationState.COMPENSATING.value,
-    }
-)
+UNRESOLVED = OPERATION_UNRESOLVED
 _HERE = Path(__file__).parent
 STATIC_DIR = _HERE / "static"
 SECURITY_HEADERS = {
@@ -161,7 +154,7 @@ def _tone(state: str | None) -> str:
         return "alert" if state == OperationState.NEEDS_OPERATOR.value else "warn"
     if state in {"succeeded", "committed", "compensated", "resolved"}:
         return "ok"
-    if state in {"in_progress", "pending", "committing", "compensating", "open"}:
+    if state in {"in_progress", "committing", "compensating", "open"}:
         return "busy"
     if state == "failed":
         return "bad"
@@ -223,23 +216,33 @@ class _Page(Exception):
         self.status_code, self.title, self.message, self.location = status_code, title, message, location
 
 
-class _DashboardRoute(APIRoute):
-    """Turns :class:`_Page` (raised by a handler or a dependency) into its page."""
+def _refusal(exc: BaseException) -> tuple[int, str]:
+    """The status and the one-line message of an error, by the admin API's table (``errors.py``)."""
+    error = as_adapter_error(exc)
+    code = error_status(exc) or 500
+    message = f"{error.message} ({error.code})" if error is not None else "internal error"
+    return code, message + (". It is safe to try again later." if code >= 500 else "")
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+
+class _DashboardRoute(APIRoute):
+    """Turns :class:`_Page` (raised by a handler or a dependency) and service errors into pages."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
             try:
                 return await handler(request)
-            except _Page as page:
-                if page.location:
-                    return RedirectResponse(
-                        page.location, status.HTTP_303_SEE_OTHER, headers=SECURITY_HEADERS
-                    )
-                who = getattr(request.state, "dashboard_identity", None)
-                context = {"title": page.title, "message": page.message}
-                return _render(request, "error.html", context, status_code=page.status_code, who=who)
+            except MAPPED as exc:  # e.g. the database is down: the API's status, as a page
+                code, message = _refusal(exc)
+                page = _Page(code, "Cannot show this page", message)
+            except _Page as raised:
+                page = raised
+            if page.location:
+                return RedirectResponse(page.location, status.HTTP_303_SEE_OTHER, headers=SECURITY_HEADERS)
+            who = getattr(request.state, "dashboard_identity", None)
+            context = {"title": page.title, "message": page.message}
+            return _render(request, "error.html", context, status_code=page.status_code, who=who)
 
         return route
 
@@ -390,12 +393,19 @@ def overview(
         "import_id": _clean(import_id),
         "idempotency_key": _clean(idempotency_key),
     }
-    filters = OperationFilter(**values)
+    filters = OperationFilter(
+        status=values["status"],
+        kind=values["kind"],
+        principal=values["principal"],
+        tenant=values["tenant"],
+        import_id=values["import_id"],
+        idempotency_key=values["idempotency_key"],
+    )
     page_error = None
     try:
         page = admin.list_operations(filters, limit=limit, cursor=_clean(cursor))
         items, next_cursor = page.items, page.next_cursor
-    except AdapterError as exc:  # a stale cursor, or one from other filters
+    except (InvalidCursor, InvalidRequest) as exc:  # a stale cursor, or one from other filters
         items, next_cursor = [], None
         page_error = f"This page link is no longer valid ({exc.code}). Start again from the first page."
     counts = admin.status_counts()
@@ -434,7 +444,7 @@ def _detail(
 ) -> Response:
     try:
         detail = admin_of(request).get_operation(operation_id)
-    except (OperationNotFound, NotFound):
+    except OperationNotFound:
         raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
     done = extra.pop("done", None)
     if done in ACTIONS:
@@ -491,17 +501,8 @@ def operation_action(
             admin_of(request).act(operation_id, action, actor=who.actor, reason=reason_text)
         except OperationNotFound:
             raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
-        except InvalidRequest as exc:
-            failure = (status.HTTP_400_BAD_REQUEST, str(exc))
-        except InvalidState as exc:
-            failure = (status.HTTP_409_CONFLICT, str(exc))
-        except AdapterError as exc:
-            failure = (status.HTTP_409_CONFLICT, f"{exc.code}: {exc}")
-        except LegacyError as exc:
-            failure = (
-                status.HTTP_502_BAD_GATEWAY,
-                f"The legacy system did not complete it ({type(exc).__name__}). It is safe to try again.",
-            )
+        except MAPPED as exc:  # refused or failed: the API's status, the message once, the form kept
+            failure = _refusal(exc)
     if failure is not None:
         code, message = failure
         return _detail(
