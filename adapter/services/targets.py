@@ -41,7 +41,7 @@ class RecordInvalid(InvalidRequest):
 @dataclass(frozen=True, slots=True)
 class CompiledTarget:
     target: Target
-    validator: Any  # a jsonschema_rs validator (the package ships no type stubs for it)
+    validator: jsonschema_rs.Validator
     permissive: bool
 
     def check(self, records: Sequence[Any], already: int = 0) -> None:
