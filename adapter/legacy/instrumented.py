@@ -92,7 +92,8 @@ class InstrumentedSession:
         self.inner = inner
         self._observers = observers
 
-    def begin(self, batch_ref: str, target: str) -> None:
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        """``target`` defaults to "" for callers of the first protocol version (``begin(batch_ref)``)."""
         with self._observers.timed("begin"):
             begin_batch(self.inner, batch_ref, target)
 
