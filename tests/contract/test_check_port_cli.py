@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+pytestmark = pytest.mark.slow  # subprocesses
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -91,6 +91,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_check_port_reports_every_rule_and_exits_0_when_all_hold(tmp_path: Path) -> None:
     done = _cli(
         tmp_path,
@@ -106,6 +107,7 @@ def test_check_port_reports_every_rule_and_exits_0_when_all_hold(tmp_path: Path)
     assert "9 of 9 rules hold" in done.stdout
 
 
+@pytest.mark.slow
 def test_check_port_without_a_fault_hook_does_not_claim_every_rule(tmp_path: Path) -> None:
     done = _cli(tmp_path, "check-port", "adapter.legacy.simulator:from_settings")
 
