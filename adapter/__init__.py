@@ -8,7 +8,9 @@ pinned by ``tests/unit/test_public_surface.py``, so a change here is always deli
 * the legacy port, to wrap your own system (``docs/wrap-your-own-system.md``): the protocols
   :class:`LegacyPort` and :class:`LegacySession`, their errors :class:`LegacyError` (base),
   :class:`LegacyFailed`, :class:`LegacyTransient`, :class:`LegacyOutcomeUnknown`, and their result
-  types :class:`CommittedBatch`, :class:`BatchStatus`, :class:`CommittedBatchInfo`, :class:`VoidResult`;
+  types :class:`CommittedBatch`, :class:`BatchStatus`, :class:`CommittedBatchInfo`, :class:`VoidResult`,
+  and the declaration of what it accepts, :class:`Target` (with :class:`TargetCatalog`, the optional
+  ``targets()`` method); the contract kit for ports is :mod:`adapter.testing`;
 * the app factory :func:`create_app` (FastAPI: MCP endpoint, admin API, dashboard, metrics).
 
 ``import adapter`` stays light: each name is imported on first use (PEP 562 ``__getattr__``), so a
@@ -39,6 +41,8 @@ _HOME = {
     "BatchStatus": _PORT,
     "CommittedBatchInfo": _PORT,
     "VoidResult": _PORT,
+    "Target": _PORT,
+    "TargetCatalog": _PORT,
     "create_app": "adapter.entrypoints.http.app",
 }
 
@@ -55,6 +59,8 @@ __all__ = [
     "LegacySession",
     "LegacyTransient",
     "Settings",
+    "Target",
+    "TargetCatalog",
     "VoidResult",
     "__version__",
     "build",
@@ -76,6 +82,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         LegacyPort,
         LegacySession,
         LegacyTransient,
+        Target,
+        TargetCatalog,
         VoidResult,
     )
 

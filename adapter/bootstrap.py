@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from adapter.config import Settings, ensure_secret_file
+from adapter.config import ConfigError, Settings, ensure_secret_file
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
 from adapter.legacy.instrumented import InstrumentedPort
 from adapter.ports.legacy import LegacyPort
+from adapter.ports.targets import port_targets
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
+from adapter.services.targets import TargetRules
 from adapter.store import Store
 
 __all__ = ["Kit", "build", "build_legacy_port", "commit_policy_for"]
@@ -41,7 +43,14 @@ class Kit:
 
 
 def build_legacy_port(settings: Settings) -> LegacyPort:
-    """The simulator, in-process (``embedded``) or over TCP; pass ``legacy=`` to ``build`` for your own."""
+    """The port ``ADAPTER_LEGACY_PORT`` names; unset, the simulator, in-process (``embedded``) or over TCP.
+
+    Every entry point (serve, stdio, reconcile, ops, /readyz) builds its port here.
+    """
+    if settings.legacy_port:
+        from adapter.legacy.loading import load_port
+
+        return load_port(settings.legacy_port, settings)
     from adapter.legacy.simulator import SimulatorPort  # only the reference port knows the simulator
 
     return SimulatorPort.from_url(
@@ -73,6 +82,11 @@ def build(
     store = store or Store.from_url(settings.database_url)
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
+    try:
+        targets = TargetRules(port_targets(legacy.inner))
+    except ValueError as exc:  # a bad declaration (or a schema that is not JSON Schema) stops start-up
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(f"the legacy port's targets are invalid: {first}") from None
     ensure_secret_file(settings)  # start-up creates the key file once; Settings only read it
     secret = settings.secret_bytes()
     # In local mode a handle is a bearer secret: it must not outlive local_ttl_seconds.
@@ -90,6 +104,7 @@ def build(
         ),
         commit_policy=commit_policy or commit_policy_for(settings),
         default_ttl_seconds=default_ttl,
+        targets=targets,
     )
     return Kit(
         settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)

@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     legacy_url: str = "embedded"
     legacy_db: str = "./legacy_sim.db"
     legacy_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Your own system: "package.module:factory", factory(settings) -> LegacyPort. Unset: the simulator.
+    legacy_port: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     secret: str | None = None
     secret_file: str = "./adapter.secret"
     default_ttl_seconds: int = Field(default=3600, ge=10, le=7 * 24 * 3600)
@@ -59,6 +61,11 @@ class Settings(BaseSettings):
     local_ttl_seconds: int = Field(default=900, ge=10)
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
     confirm_max_seconds: int = Field(default=600, ge=10)
+    # --- how the server presents itself (two wrapped systems side by side stay distinguishable) ---
+    server_name: str = Field(default="legacy-import-adapter", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    server_title: str = Field(default="Legacy import adapter", min_length=1, max_length=200)
+    server_instructions: str | None = Field(default=None, min_length=1, max_length=8000)
+    tool_prefix: str = Field(default="", pattern=r"^([a-z][a-z0-9]{0,15}_)?$")
 
     @field_validator("allowed_origins", "allowed_hosts", mode="before")
     @classmethod

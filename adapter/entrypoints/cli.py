@@ -1,4 +1,5 @@
-"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | reconcile | demo | ops``.
+"""The command line: ``python -m adapter migrate | downgrade | serve | stdio | reconcile | demo | ops |
+check-port | new-port``.
 
 Each command parses its arguments, builds the kit from settings and calls the service layer; it owns
 no business rule. Configuration errors print one line and exit 2.
@@ -98,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     from adapter.entrypoints.ops_cli import configure_parser as configure_ops
 
     configure_ops(commands.add_parser("ops", help="list, show, reconcile, compensate, resolve operations"))
+    from adapter.entrypoints.check_port import configure_parser as configure_check_port
+    from adapter.entrypoints.scaffold import configure_parser as configure_new_port
+
+    configure_check_port(commands.add_parser("check-port", help="check a legacy port against the contract"))
+    configure_new_port(commands.add_parser("new-port", help="write a package with a port skeleton and tests"))
     return parser
 
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapter.ports.legacy import BatchStatus, CommittedBatch, LegacyPort, LegacySession, Record, VoidResult
+from adapter.ports.legacy import (
+    BatchStatus,
+    CommittedBatch,
+    LegacyPort,
+    LegacySession,
+    Record,
+    Target,
+    VoidResult,
+)
+from adapter.ports.targets import begin_batch, port_targets
 
 __all__ = ["ForwardingPort", "ForwardingSession"]
 
@@ -21,8 +30,8 @@ class ForwardingSession:
     def __init__(self, inner: LegacySession) -> None:
         self._inner = inner
 
-    def begin(self, batch_ref: str) -> None:
-        self._inner.begin(batch_ref)
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        begin_batch(self._inner, batch_ref, target)
 
     def add(self, records: Sequence[Record]) -> None:
         self._inner.add(records)
@@ -51,3 +60,6 @@ class ForwardingPort:
 
     def void_batch(self, legacy_batch_id: str) -> VoidResult:
         return self._inner.void_batch(legacy_batch_id)
+
+    def targets(self) -> Sequence[Target]:
+        return port_targets(self._inner)

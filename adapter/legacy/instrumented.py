@@ -26,8 +26,10 @@ from adapter.ports.legacy import (
     LegacySession,
     LegacyTransient,
     Record,
+    Target,
     VoidResult,
 )
+from adapter.ports.targets import begin_batch, port_targets
 
 __all__ = ["InstrumentedPort", "InstrumentedSession", "Observer", "outcome_of"]
 
@@ -90,9 +92,10 @@ class InstrumentedSession:
         self.inner = inner
         self._observers = observers
 
-    def begin(self, batch_ref: str) -> None:
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        """``target`` defaults to "" for callers of the first protocol version (``begin(batch_ref)``)."""
         with self._observers.timed("begin"):
-            self.inner.begin(batch_ref)
+            begin_batch(self.inner, batch_ref, target)
 
     def add(self, records: Sequence[Record]) -> None:
         with self._observers.timed("add"):
@@ -140,6 +143,10 @@ class InstrumentedPort:
     def void_batch(self, legacy_batch_id: str) -> VoidResult:
         with self._observers.timed("void_batch"):
             return self.inner.void_batch(legacy_batch_id)
+
+    def targets(self) -> Sequence[Target]:
+        """The wrapped port's targets (untimed: asked once at start-up)."""
+        return port_targets(self.inner)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

@@ -71,7 +71,9 @@ class SimulatorSession:
         self._client = client
         self._batch_ref = ""
 
-    def begin(self, batch_ref: str) -> None:
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        """The simulator has no targets of its own: every batch goes to the same place (so
+        ``target`` is optional here, which keeps wrappers written for ``begin(batch_ref)`` working)."""
         self._batch_ref = batch_ref
         with self._failing_closes("begin"):
             self._client.begin(batch_ref)
@@ -217,3 +219,25 @@ def parse_legacy_url(url: str) -> LegacyTarget:
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
         raise ValueError(f"legacy URL {url!r} has unexpected parts: {expected}")
     return LegacyTarget("tcp", host, port)
+
+
+@contextmanager
+def lose_commit_reply(port: SimulatorPort) -> Iterator[None]:
+    """Contract fault hook: while open, the simulator applies every COMMIT and drops the connection
+    before replying (its ``drop_after_commit`` knob, set through the FAULTS command)."""
+    with _translated("connect", port.description):
+        client = port._connect()
+    try:
+        client.faults(drop_after_commit=1.0)
+        yield
+    finally:
+        client.faults(drop_after_commit=0.0)
+        client.close()
+
+
+def from_settings(settings: Any) -> SimulatorPort:
+    """The simulator as an ``ADAPTER_LEGACY_PORT`` factory (``adapter.legacy.simulator:from_settings``),
+    the same port the kit uses when the setting is unset."""
+    return SimulatorPort.from_url(
+        settings.legacy_url, embedded_db_path=settings.legacy_db, timeout=settings.legacy_timeout_seconds
+    )

@@ -22,10 +22,14 @@ starts again in a new session. Uncommitted work in a lost session is gone, which
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 __all__ = [
+    "PERMISSIVE_SCHEMA",
+    "WILDCARD_TARGET",
     "BatchStatus",
     "CommittedBatch",
     "CommittedBatchInfo",
@@ -35,6 +39,8 @@ __all__ = [
     "LegacyPort",
     "LegacySession",
     "LegacyTransient",
+    "Target",
+    "TargetCatalog",
     "VoidResult",
 ]
 
@@ -96,12 +102,54 @@ class VoidResult:
     already_voided: bool
 
 
+PERMISSIVE_SCHEMA: Mapping[str, Any] = {"type": "object"}
+"""The record schema of a target that declares none: any JSON object."""
+
+WILDCARD_TARGET = "*"
+"""A target named ``*`` stands for every name not declared otherwise (the simulator declares one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where records can go in the legacy system, and what one record must look like.
+
+    ``schema`` is the JSON Schema (draft 2020-12) of one record; the kit validates every record
+    against it before staging, so a bad record is refused at ``add`` time with its index and field,
+    not at commit time. ``max_records`` bounds the records of one import into this target.
+    """
+
+    name: str
+    description: str = ""
+    schema: Mapping[str, Any] = field(default_factory=lambda: dict(PERMISSIVE_SCHEMA))
+    max_records: int | None = None
+
+    @classmethod
+    def from_model(
+        cls, name: str, model: type[BaseModel], description: str = "", *, max_records: int | None = None
+    ) -> Target:
+        """A target whose record shape is a pydantic model (its JSON Schema is what the kit checks)."""
+        return cls(name, description or (model.__doc__ or "").strip(), model.model_json_schema(), max_records)
+
+
+@runtime_checkable
+class TargetCatalog(Protocol):
+    """Optional on a port: the targets it accepts. A port without ``targets()`` accepts any target
+    with any JSON object as a record."""
+
+    def targets(self) -> Sequence[Target]:
+        """Every target, each with the JSON Schema of one record; called once at start-up."""
+
+
 @runtime_checkable
 class LegacySession(Protocol):
     """One connection-bound legacy session. Not thread-safe; use from one thread at a time."""
 
-    def begin(self, batch_ref: str) -> None:
-        """Open a batch under ``batch_ref`` (an opaque, unique reference chosen by the kit)."""
+    def begin(self, batch_ref: str, target: str) -> None:
+        """Open a batch into ``target`` under ``batch_ref`` (an opaque, unique reference chosen by the kit).
+
+        ``target`` is the name the client gave ``begin_import`` (one of the port's targets, if it
+        declares them); a port with a single destination may ignore it.
+        """
 
     def add(self, records: Sequence[Record]) -> None:
         """Append records to the open batch, in order.

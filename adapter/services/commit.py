@@ -54,6 +54,7 @@ from adapter.ports.legacy import (
     LegacySession,
     LegacyTransient,
 )
+from adapter.ports.targets import begin_batch
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.findings import judge
@@ -95,6 +96,7 @@ class _Claim:
     total: int
     lease_owner: str  # this run's own lease owner (see leases.new_lease_owner)
     ask_first: bool = False  # the operation ran before: ask whether its batch landed before committing
+    target: str = ""  # the import's target, passed to the legacy session's begin
 
 
 @dataclass(slots=True)
@@ -257,6 +259,7 @@ def _claim(
             row.record_count,
             lease_owner=owner,
             ask_first=reuse is not None,
+            target=row.target,
         )
 
 
@@ -412,7 +415,7 @@ def _replay(
     cancel: CancelToken | None,
 ) -> None:
     """Begin the batch under the operation's reference and add every staged record, in order."""
-    session.begin(claim.batch_ref)
+    begin_batch(session, claim.batch_ref, claim.target)
     sent = _replay_records(ctx, claim, session, progress, cancel)
     if sent != claim.total:
         raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")

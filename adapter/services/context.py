@@ -14,6 +14,8 @@ from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
 from adapter.ports.legacy import LegacyPort
+from adapter.ports.targets import ANY_TARGET
+from adapter.services.targets import TargetRules
 from adapter.store import Store
 from adapter.store.tables import utcnow
 
@@ -71,3 +73,5 @@ class ServiceContext:
     default_ttl_seconds: int = 3600
     worker_id: str = field(default_factory=default_worker_id)
     clock: Callable[[], datetime] = utcnow
+    targets: TargetRules = field(default_factory=lambda: TargetRules((ANY_TARGET,)))
+    """The port's targets with their compiled record schemas (begin and add check them)."""

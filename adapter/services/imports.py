@@ -56,6 +56,7 @@ def begin_import(
     """Open an import and return its handle: opaque, bound to the caller, valid for ``ttl_seconds``."""
     key = validate_key(idempotency_key)
     ttl = _validate_begin(ctx, target, ttl_seconds)
+    ctx.targets.require(target)  # an unknown target is refused before anything is stored
     request = fingerprint("begin", {"target": target, "ttl": ttl})
 
     def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
@@ -115,6 +116,7 @@ def add_records(
         row = find_usable_import(uow, principal, handle, ctx.clock())
         if row.state != ImportState.OPEN.value:
             raise InvalidState(f"records can only be added to an open import; this one is {row.state}")
+        ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
         if row.record_count + len(encoded) > ctx.limits.max_records_per_import:
             raise LimitExceeded(f"an import holds at most {ctx.limits.max_records_per_import} records")
         first_seq = row.record_count + 1

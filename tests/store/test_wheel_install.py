@@ -64,3 +64,49 @@ def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Pat
     assert {"imports", "operations", "events", "audit_records"} <= tables
     heads = sorted(p.name.split("_")[0] for p in (REPO / "adapter/store/migrations/versions").glob("0*.py"))
     assert version == heads[-1]
+
+
+USER_PORT = """
+import os
+
+from adapter.legacy.sql import SqlPort
+
+
+def make(settings):
+    return SqlPort(os.environ["SHOP_URL"])
+"""
+
+
+def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder(tmp_path: Path) -> None:
+    """``legacy-adapter`` (the console script) finds a port module in the folder it runs in."""
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    source = _source_copy(tmp_path / "source")
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", source, cwd=tmp_path)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run(python, "-c", purelib, cwd=tmp_path).strip())
+    (site / "dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    folder = tmp_path / "wrap-shop"
+    folder.mkdir()
+    (folder / "shop_port.py").write_text(USER_PORT)
+    with sqlite3.connect(folder / "shop.db") as db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
+    env["SHOP_URL"] = f"sqlite:///{folder / 'shop.db'}"
+    command = venv / "bin" / "legacy-adapter"
+
+    checked = _run(
+        command,
+        "check-port",
+        "shop_port:make",
+        "--lose-commit-reply",
+        "adapter.legacy.sql:lose_commit_reply",
+        cwd=folder,
+        env=env,
+    )
+    scaffolded = _run(command, "new-port", "acme_erp", cwd=folder, env=env)
+
+    assert "9 of 9 rules hold" in checked
+    assert "wrote acme_erp/" in scaffolded
+    assert {p.name for p in (folder / "acme_erp").iterdir()} >= {"__init__.py", "port.py", "test_port.py"}

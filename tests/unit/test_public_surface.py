@@ -33,6 +33,8 @@ SURFACE = {
     "BatchStatus": "adapter.ports.legacy",
     "CommittedBatchInfo": "adapter.ports.legacy",
     "VoidResult": "adapter.ports.legacy",
+    "Target": "adapter.ports.legacy",
+    "TargetCatalog": "adapter.ports.legacy",
     "create_app": "adapter.entrypoints.http.app",
 }
 
@@ -50,7 +52,7 @@ PROTOCOL_METHODS = {
         "void_batch": "(self, legacy_batch_id: 'str') -> 'VoidResult'",
     },
     "LegacySession": {
-        "begin": "(self, batch_ref: 'str') -> 'None'",
+        "begin": "(self, batch_ref: 'str', target: 'str') -> 'None'",
         "add": "(self, records: 'Sequence[Record]') -> 'None'",
         "commit": "(self) -> 'CommittedBatch'",
         "rollback": "(self) -> 'None'",
@@ -63,6 +65,7 @@ RESULT_FIELDS = {
     "BatchStatus": ["batch_ref", "batches"],
     "CommittedBatchInfo": ["legacy_batch_id", "record_count", "voided"],
     "VoidResult": ["legacy_batch_id", "already_voided"],
+    "Target": ["name", "description", "schema", "max_records"],
     "Kit": ["settings", "store", "legacy", "service", "admin"],
 }
 

@@ -44,6 +44,8 @@ from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
+from adapter.entrypoints.mcp.catalog import DEFAULT_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401 (kept name)
+from adapter.entrypoints.mcp.catalog import TARGETS_URI, instructions, present_tools, read_targets
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.identity import current_principal
 from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
@@ -55,13 +57,6 @@ __all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
 SERVER_NAME = "legacy-import-adapter"
 URI_PREFIX = "import://"
 INVALID_PARAMS = -32602
-INSTRUCTIONS = (
-    "Imports into a legacy system are explicit transactions: call begin_import to get a handle, stage "
-    "records with add_record or add_records, then commit_import. Pass an idempotency_key on every call "
-    "you might retry. If a commit reports outcome_unknown, do not commit again: read get_operation_status "
-    "or the import://{handle} resource until it is resolved. Listen streams are not replayed: after a "
-    "lost stream, listen again and re-read resources/list and the resources you follow."
-)
 
 
 def import_uri(handle: str) -> str:
@@ -118,8 +113,12 @@ class McpGateway:
         self.bus = OwnerScopedBus()
         self._listen = ListenHandler(self.bus)
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
+        # Targets described, names prefixed (ADAPTER_TOOL_PREFIX): see catalog.py.
         self.tools: dict[str, Tool] = {
-            tool.name: tool for tool in build_tools(service.ctx.default_ttl_seconds)
+            tool.name: tool
+            for tool in present_tools(
+                build_tools(service.ctx.default_ttl_seconds), service.ctx.targets, settings.tool_prefix
+            )
         }
         self._confirm = ConfirmPolicy(
             settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
@@ -128,10 +127,10 @@ class McpGateway:
 
     def _build(self) -> Server[Any]:
         server: Server[Any] = _AdapterServer(
-            SERVER_NAME,
+            self.settings.server_name,
             version=__version__,
-            title="Legacy import adapter",
-            instructions=INSTRUCTIONS,
+            title=self.settings.server_title,
+            instructions=instructions(self.settings),
             cache_hints={
                 "server/discover": CacheHint(ttl_ms=3_600_000, scope="public"),
                 "tools/list": CacheHint(ttl_ms=300_000, scope="public"),
@@ -249,12 +248,25 @@ class McpGateway:
             description="The JSON state of the import with this handle.",
             mime_type="application/json",
         )
-        return ListResourceTemplatesResult(resource_templates=[template])
+        targets = ResourceTemplate(
+            uri_template=TARGETS_URI + "{name}",
+            name="target",
+            title="A target and the JSON Schema of one record",
+            description="targets:// lists every target; targets://{name} is one (name, description, schema).",
+            mime_type="application/json",
+        )
+        return ListResourceTemplatesResult(resource_templates=[template, targets])
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
         uri = str(params.uri)
+        if uri.startswith(TARGETS_URI):
+            text = read_targets(self.service.ctx.targets, uri)
+            if text is None:
+                raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri})
+            contents = TextResourceContents(uri=uri, mime_type="application/json", text=text)
+            return ReadResourceResult(contents=[contents], ttl_ms=300_000, cache_scope="public")
         handle = _handle_of(uri)
         try:
             if handle is None:

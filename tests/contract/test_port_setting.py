@@ -1,0 +1,114 @@
+"""ADAPTER_LEGACY_PORT selects the port for every entry point; a bad one stops start-up with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # subprocesses
+
+MODULE = """
+from pathlib import Path
+
+from adapter.legacy.simulator import SimulatorPort
+
+
+def good(settings):
+    with Path("factory-calls.txt").open("a") as calls:
+        calls.write(settings.server_name + "\\n")
+    return SimulatorPort.from_url("embedded", embedded_db_path="legacy.db")
+
+
+def not_a_port(settings):
+    return object()
+
+
+def broken(settings):
+    raise RuntimeError("the ERP answered 401\\nsecond line")
+
+
+NOT_CALLABLE = 3
+"""
+
+COMMANDS = {
+    "serve": ["serve", "--port", "1"],
+    "stdio": ["stdio"],
+    "reconcile": ["reconcile"],
+    "ops": ["ops", "list"],
+    "check-port": ["check-port", "user_port:good"],
+}
+
+
+def _run(folder: Path, setting: str | None, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
+    env.update({"ADAPTER_DATABASE_URL": f"sqlite:///{folder / 'adapter.db'}", "ADAPTER_SECRET": "k" * 40})
+    if setting is not None:
+        env["ADAPTER_LEGACY_PORT"] = setting
+    return subprocess.run(
+        [sys.executable, "-m", "adapter", *args],
+        cwd=folder,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "user_port.py").write_text(textwrap.dedent(MODULE))
+    assert _run(tmp_path, None, "migrate").returncode == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("no_such_module:make", "cannot import 'no_such_module': ModuleNotFoundError"),
+        ("user_port:missing", "module 'user_port' has no attribute 'missing'"),
+        ("user_port:NOT_CALLABLE", "user_port:NOT_CALLABLE is not callable"),
+        ("user_port:not_a_port", "returned object, not a LegacyPort"),
+        ("user_port:broken", "user_port:broken(settings) failed: RuntimeError: the ERP answered 401"),
+        ("user_port", "String should match pattern"),
+    ],
+)
+def test_a_bad_port_setting_stops_serve_with_one_line(folder: Path, setting: str, message: str) -> None:
+    done = _run(folder, setting, *COMMANDS["serve"])
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("adapter: invalid setting ADAPTER_LEGACY_PORT: ")
+    assert message in line
+
+
+@pytest.mark.parametrize("command", ["stdio", "reconcile", "ops"])
+def test_every_entry_point_refuses_a_bad_port_the_same_way(folder: Path, command: str) -> None:
+    done = _run(folder, "user_port:not_a_port", *COMMANDS[command])
+
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith(
+        "returned object, not a LegacyPort (it needs open_session, batch_status and void_batch)"
+    )
+
+
+@pytest.mark.parametrize("command", ["stdio", "reconcile", "ops", "check-port"])
+def test_every_entry_point_builds_the_port_the_setting_names(folder: Path, command: str) -> None:
+    done = _run(folder, "user_port:good", *COMMANDS[command])
+
+    assert done.returncode in (0, 1), done.stderr  # check-port: 1 without a fault hook
+    assert (folder / "factory-calls.txt").read_text().splitlines() == ["legacy-import-adapter"]
+    assert (folder / "legacy.db").exists()  # the user's factory chose this simulator database
+
+
+def test_unset_the_simulator_is_the_port(folder: Path) -> None:
+    done = _run(folder, None, "reconcile")
+
+    assert done.returncode == 0, done.stderr
+    assert not (folder / "factory-calls.txt").exists()
