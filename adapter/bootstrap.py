@@ -18,7 +18,7 @@ from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
 from adapter.store import Store
 
-__all__ = ["Kit", "build", "build_legacy_port"]
+__all__ = ["Kit", "build", "build_legacy_port", "engine_options"]
 
 
 @dataclass(slots=True)
@@ -47,8 +47,19 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
     )
 
 
+def engine_options(settings: Settings) -> dict[str, object]:
+    """Pool size and wait from settings; SQLite keeps SQLAlchemy's own pool (one file, one writer)."""
+    if settings.database_url.startswith("sqlite"):
+        return {}
+    return {
+        "pool_size": settings.db_pool_size,
+        "max_overflow": settings.db_max_overflow,
+        "pool_timeout": settings.db_pool_timeout_seconds,
+    }
+
+
 def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
-    store = store or Store.from_url(settings.database_url)
+    store = store or Store.from_url(settings.database_url, **engine_options(settings))
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
     ensure_secret_file(settings)  # start-up creates the key file once; Settings only read it

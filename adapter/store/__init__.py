@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, Engine
 
 from adapter.store.engine import make_engine, make_session_factory
+from adapter.store.notify import install_event_notify
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["Store"]
@@ -18,10 +21,12 @@ class Store:
         self._session_factory = make_session_factory(engine)
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
+        if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
+            install_event_notify(self._session_factory)
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        return cls(make_engine(url))
+    def from_url(cls, url: str, **engine_options: Any) -> Store:
+        return cls(make_engine(url, **engine_options))
 
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory)

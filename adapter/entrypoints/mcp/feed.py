@@ -23,8 +23,19 @@ __all__ = ["run_event_feed"]
 log = logging.getLogger("adapter.feed")
 
 
-async def run_event_feed(service: ImportService, bus: SubscriptionBus, interval: float = 0.2) -> None:
-    """Publish one update per changed import, forever (cancel the task to stop)."""
+async def run_event_feed(
+    service: ImportService, bus: SubscriptionBus, interval: float = 0.2, *, catch_up_seconds: float = 1.0
+) -> None:
+    """Publish one update per changed import, forever (cancel the task to stop).
+
+    On PostgreSQL the feed is woken by NOTIFY (``feed_pg.py``), so several workers hear each other at
+    once; on SQLite (one process) it polls every ``interval``.
+    """
+    if service.ctx.store.engine.dialect.name == "postgresql":
+        from adapter.entrypoints.mcp.feed_pg import run_pg_event_feed
+
+        await run_pg_event_feed(service, bus, catch_up_seconds=catch_up_seconds)
+        return
     follower = await run_in_thread(service.follow_changes)
     while True:
         try:
