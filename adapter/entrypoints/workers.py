@@ -99,5 +99,7 @@ def worker_app() -> FastAPI:
     settings = load_settings()
     kit = build(settings)
     app = create_app(kit, public_url=os.environ.get(_PUBLIC_URL, "http://127.0.0.1:3000"))
-    print(f"adapter: worker {kit.service.ctx.worker_id} ready", file=sys.stderr, flush=True)
+    print(
+        f"adapter: worker {kit.service.ctx.worker_id} (pid {os.getpid()}) ready", file=sys.stderr, flush=True
+    )
     return app
