@@ -17,7 +17,7 @@ import logging
 
 import anyio
 import psycopg
-from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated
 from psycopg import sql
@@ -64,12 +64,12 @@ async def run_pg_event_feed(
                 await publish()
 
 
-def _wake(wake: ObjectSendStream[None]) -> None:
+def _wake(wake: MemoryObjectSendStream[None]) -> None:
     with contextlib.suppress(anyio.WouldBlock):  # a read is already due: it will see this too
         wake.send_nowait(None)
 
 
-async def _listen_forever(dsn: str, wake: ObjectSendStream[None]) -> None:
+async def _listen_forever(dsn: str, wake: MemoryObjectSendStream[None]) -> None:
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
