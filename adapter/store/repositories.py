@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, tuple_, update
+from sqlalchemy import delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
@@ -210,6 +210,21 @@ class EventRepository:
 
     def latest_id(self) -> int:
         return self._session.scalar(select(func.max(EventRow.id))) or 0
+
+    def new_or_missing(
+        self, after_id: int, missing: Sequence[int], limit: int
+    ) -> list[tuple[int, str | None]]:
+        """(id, import_id) of events above ``after_id`` or among ``missing``, oldest first.
+
+        How the change feed follows the table without re-reading what it has seen: ``missing`` are the
+        ids below ``after_id`` it has not seen yet (a transaction still running, or rolled back).
+        """
+        newer = EventRow.id > after_id
+        where = or_(newer, EventRow.id.in_(missing)) if missing else newer
+        rows = self._session.execute(
+            select(EventRow.id, EventRow.import_id).where(where).order_by(EventRow.id).limit(limit)
+        )
+        return [(int(event_id), import_id) for event_id, import_id in rows]
 
     def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
         """Events newer than ``last_id``, oldest first: how subscribers follow changes."""
