@@ -72,15 +72,18 @@ def test_two_workers_serve_one_port_each_with_its_own_id(postgres_schema_url: st
     )
     try:
         deadline = time.monotonic() + 90
-        ready = 0
-        while time.monotonic() < deadline and ready < 2:
+        ready: set[str] = set()
+        while time.monotonic() < deadline and len(ready) < 2:
             line = process.stdout.readline() if process.stdout else ""
             if not line and process.poll() is not None:
                 pytest.fail("the supervisor exited")
-            if "ready" in line:
-                ready += 1
-                assert f"{os.uname().nodename}:" in line
-        assert ready == 2
+            if line.startswith("adapter: worker ") and "ready" in line:
+                worker_id = line.split()[2]  # host:pid:random, built in the worker after it started
+                assert worker_id.startswith(f"{os.uname().nodename}:")
+                pid = worker_id.split(":")[1]
+                assert f"(pid {pid})" in line and int(pid) != process.pid  # not the supervisor
+                ready.add(worker_id)
+        assert len(ready) == 2
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ready"
     finally:
         os.killpg(process.pid, signal.SIGTERM)
