@@ -48,7 +48,7 @@ def run_maintenance(
 
 def _purge_once(ctx: ServiceContext, retention: timedelta, batch: int) -> PurgeReport | None:
     """Purge, unless another worker is purging right now (then None: it does the work)."""
-    with try_named_lock(ctx.store.engine, "purge") as mine:
+    with try_named_lock(ctx.store, "purge") as mine:
         if not mine:
             log.info("purge skipped: another worker is purging")
             return None

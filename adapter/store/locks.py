@@ -10,8 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, text
+from sqlalchemy import text
+
+if TYPE_CHECKING:
+    from adapter.store import Store
 
 __all__ = ["try_named_lock"]
 
@@ -20,8 +24,9 @@ _LOCAL_GUARD = threading.Lock()
 
 
 @contextmanager
-def try_named_lock(engine: Engine, name: str) -> Iterator[bool]:
+def try_named_lock(store: Store, name: str) -> Iterator[bool]:
     """Yields True while this process holds the lock ``name``, False if another holds it (no wait)."""
+    engine = store.engine
     if engine.dialect.name != "postgresql":
         with _LOCAL_GUARD:
             lock = _LOCAL.setdefault(f"{engine.url}/{name}", threading.Lock())

@@ -13,19 +13,19 @@ from adapter.store.locks import try_named_lock
 def test_a_named_lock_is_held_by_one_holder_at_a_time(db_url: str, store: Store) -> None:
     other = Store.from_url(db_url)  # another worker: its own engine and connections
     try:
-        with try_named_lock(store.engine, "purge") as first:
-            with try_named_lock(other.engine, "purge") as second:
+        with try_named_lock(store, "purge") as first:
+            with try_named_lock(other, "purge") as second:
                 assert (first, second) == (True, False)
-            with try_named_lock(other.engine, "another") as unrelated:
+            with try_named_lock(other, "another") as unrelated:
                 assert unrelated
-        with try_named_lock(other.engine, "purge") as after_release:
+        with try_named_lock(other, "purge") as after_release:
             assert after_release
     finally:
         other.dispose()
 
 
 def test_maintenance_skips_the_purge_while_another_worker_purges(ctx: ServiceContext) -> None:
-    with try_named_lock(ctx.store.engine, "purge") as held:
+    with try_named_lock(ctx.store, "purge") as held:
         assert held
         skipped = run_maintenance(ctx, retention=timedelta(days=1))
     purged = run_maintenance(ctx, retention=timedelta(days=1))
