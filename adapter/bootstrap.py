@@ -22,7 +22,7 @@ from adapter.services.admin import AdminService
 from adapter.services.targets import TargetRules
 from adapter.store import Store
 
-__all__ = ["Kit", "build", "build_legacy_port", "commit_policy_for"]
+__all__ = ["Kit", "build", "build_legacy_port", "commit_policy_for", "engine_options"]
 
 
 @dataclass(slots=True)
@@ -58,6 +58,17 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
     )
 
 
+def engine_options(settings: Settings) -> dict[str, object]:
+    """Pool size and wait from settings; SQLite keeps SQLAlchemy's own pool (one file, one writer)."""
+    if settings.database_url.startswith("sqlite"):
+        return {}
+    return {
+        "pool_size": settings.db_pool_size,
+        "max_overflow": settings.db_max_overflow,
+        "pool_timeout": settings.db_pool_timeout_seconds,
+    }
+
+
 def commit_policy_for(settings: Settings, base: CommitPolicy | None = None) -> CommitPolicy:
     """The commit flow's tuning as the settings give it, over ``base`` (which supplies what no
     setting names, the retry waits: tests pass millisecond ones)."""
@@ -79,7 +90,7 @@ def build(
 ) -> Kit:
     """Wire a kit. ``legacy``, ``store`` and ``commit_policy`` replace what the settings would give
     (tests pass millisecond retry waits, which are no setting, so nothing reaches into the services)."""
-    store = store or Store.from_url(settings.database_url)
+    store = store or Store.from_url(settings.database_url, **engine_options(settings))
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
     try:

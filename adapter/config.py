@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
+    # --- the database connections (per worker; see docs/deployment.md for sizing) ---
+    db_pool_size: int = Field(default=10, ge=1, le=1000)
+    db_max_overflow: int = Field(default=10, ge=0, le=1000)
+    db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    event_catch_up_seconds: float = Field(default=1.0, gt=0)
     # --- operations (admin API, dashboard) ---
     admin_token: str | None = Field(default=None, min_length=16)
     admin_readonly_token: str | None = Field(default=None, min_length=16)

@@ -43,6 +43,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from adapter.entrypoints.serve import serve_http
 
     port = int(os.environ["PORT"]) if os.environ.get("PORT") else args.port
+    if args.workers > 1:
+        from adapter.entrypoints.workers import serve_workers
+
+        return serve_workers(settings, args.host, port, args.workers)
     return serve_http(settings, args.host, port)
 
 
@@ -87,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve MCP over Streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=3000, help="PORT in the environment overrides it")
+    serve.add_argument(
+        "--workers", type=int, default=1, help="worker processes (>1 needs PostgreSQL and ADAPTER_SECRET)"
+    )
     serve.set_defaults(run=_serve)
     stdio = commands.add_parser("stdio", help="serve MCP over stdio (logs on stderr)")
     stdio.set_defaults(run=_stdio)

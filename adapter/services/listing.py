@@ -59,8 +59,10 @@ class ChangeFollower:
 
     It reads the table, so every worker sees the changes every other worker (or the reconciler, or
     an operator) made. Event ids come from a sequence, but transactions commit in any order: an
-    event with a lower id can become visible after a higher one. So each poll re-reads a window of
-    ``overlap`` ids below the highest seen and skips the events it has already reported.
+    event with a lower id can become visible after a higher one. So the follower remembers the ids
+    below the highest seen that it has not seen yet (``overlap`` ids deep) and asks for exactly
+    those again, beside the newer ones: a read costs what is new, not a window of old rows (the
+    PostgreSQL feed reads on every NOTIFY).
     """
 
     def __init__(self, ctx: ServiceContext, *, overlap: int = 1000, batch: int = 2000) -> None:
@@ -70,7 +72,9 @@ class ChangeFollower:
         with ctx.store.unit_of_work() as uow:
             self._high = uow.events.latest_id()
             # What is already there is history, not news: a new listener is not told about it.
-            self._seen = {e.id for e in uow.events.after(max(0, self._high - overlap), batch)}
+            low = max(0, self._high - overlap)
+            present = {event.id for event in uow.events.new_or_missing(low, (), overlap + 1)}
+        self._missing = {i for i in range(low + 1, self._high + 1) if i not in present}
 
     def poll(self) -> list[str]:
         """Handles of the imports with events not reported before, oldest first, each once."""
@@ -79,14 +83,15 @@ class ChangeFollower:
     def poll_changes(self) -> list[ImportChange]:
         """The imports with events not reported before, oldest first, each once, with list owners."""
         with self._ctx.store.unit_of_work() as uow:
-            events = uow.events.after(max(0, self._high - self._overlap), self._batch)
-            fresh = [e for e in events if e.id not in self._seen and e.id > self._high - self._overlap]
-            owners = _list_owners(uow, [e for e in fresh if e.kind in LIST_EVENTS])
-        if events:
-            self._high = max(self._high, events[-1].id)
-        self._seen.update(e.id for e in fresh)
-        self._seen = {i for i in self._seen if i > self._high - self._overlap}
-        import_ids = dict.fromkeys(e.import_id for e in fresh if e.import_id is not None)
+            events = uow.events.new_or_missing(self._high, sorted(self._missing), self._batch)
+            owners = _list_owners(uow, [e for e in events if e.kind in LIST_EVENTS])
+        seen = {event.id for event in events}
+        top = max((event_id for event_id in seen if event_id > self._high), default=self._high)
+        floor = max(self._high, top - self._overlap)  # ids further back than the window are given up
+        gaps = {i for i in range(floor + 1, top) if i not in seen}
+        self._missing = {i for i in (self._missing - seen) | gaps if i > top - self._overlap}
+        self._high = top
+        import_ids = dict.fromkeys(event.import_id for event in events if event.import_id is not None)
         return [
             ImportChange(self._ctx.codec.handle_for(import_id), owners.get(import_id))
             for import_id in import_ids

@@ -16,6 +16,7 @@ from adapter.services.abort import resume_compensations
 from adapter.services.context import ServiceContext
 from adapter.services.reconcile import Resolution, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
+from adapter.store.locks import try_named_lock
 
 __all__ = ["MaintenanceReport", "run_maintenance"]
 
@@ -41,5 +42,14 @@ def run_maintenance(
         log.info("resuming compensations postponed: the legacy system is unavailable")
         compensations = []
     expired = expire_open_imports(ctx)
-    purged = purge_finished(ctx, retention=retention, batch=purge_batch) if retention is not None else None
+    purged = _purge_once(ctx, retention, purge_batch) if retention is not None else None
     return MaintenanceReport(resolutions, compensations, expired, purged)
+
+
+def _purge_once(ctx: ServiceContext, retention: timedelta, batch: int) -> PurgeReport | None:
+    """Purge, unless another worker is purging right now (then None: it does the work)."""
+    with try_named_lock(ctx.store, "purge") as mine:
+        if not mine:
+            log.info("purge skipped: another worker is purging")
+            return None
+        return purge_finished(ctx, retention=retention, batch=batch)

@@ -11,6 +11,7 @@ from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import raise_translated
+from adapter.store.notify import install_event_notify
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -25,12 +26,14 @@ class Store:
         self._session_factory = make_session_factory(engine)
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
+        if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
+            install_event_notify(self._session_factory)
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
+    def from_url(cls, url: str, **engine_options: Any) -> Store:
         """Raises ``ValueError`` for a URL no installed driver understands (no connection is made)."""
         try:
-            return cls(make_engine(url))
+            return cls(make_engine(url, **engine_options))
         except ArgumentError as exc:
             raise ValueError(f"not a usable database URL ({type(exc).__name__})") from exc
 

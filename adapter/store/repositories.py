@@ -284,6 +284,16 @@ class EventRepository(_Repository):
     def latest_id(self) -> int:
         return self._session.scalar(select(func.max(EventRow.id))) or 0
 
+    def new_or_missing(self, after_id: int, missing: Sequence[int], limit: int) -> list[EventRow]:
+        """Events above ``after_id`` or among ``missing``, oldest first.
+
+        How the change feed follows the table without re-reading what it has seen: ``missing`` are the
+        ids below ``after_id`` it has not seen yet (a transaction still running, or rolled back).
+        """
+        newer = EventRow.id > after_id
+        where = or_(newer, EventRow.id.in_(missing)) if missing else newer
+        return list(self._session.scalars(select(EventRow).where(where).order_by(EventRow.id).limit(limit)))
+
     def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
         """Events newer than ``last_id``, oldest first: how subscribers follow changes."""
         return list(

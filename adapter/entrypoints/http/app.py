@@ -8,6 +8,7 @@ lifespan runs the SDK session manager and the event feed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -76,7 +77,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            tasks.start_soon(
+                functools.partial(
+                    run_event_feed, kit.service, gateway.bus, catch_up_seconds=settings.event_catch_up_seconds
+                )
+            )
             if run_maintenance:
                 tasks.start_soon(run_maintenance_loop, kit.service, settings)
             try:

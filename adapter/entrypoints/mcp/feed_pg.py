@@ -1,0 +1,83 @@
+"""The change feed on PostgreSQL: woken by LISTEN/NOTIFY, read from the event table.
+
+Every transaction that writes events also sends their ids on a channel of the schema (see
+``adapter.store.notify``), delivered when it commits. This process listens on a dedicated psycopg 3
+connection (autocommit, outside the pool); a notification only wakes the feed, which then reads the
+event table as the in-process feed does (``ChangeFollower``), so the table stays the source of truth:
+a notification that is lost (the connection dropped, the process was busy) costs nothing but time,
+because the feed also reads every ``catch_up_seconds`` and right after it (re)connects. Many
+notifications arriving together cause one read. Updates still go only to streams that subscribed to
+an import their principal owns (``McpGateway.listen`` filters at subscription time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import anyio
+import psycopg
+from anyio.streams.memory import MemoryObjectSendStream
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+from adapter.entrypoints.mcp.bus import OwnerScopedBus
+from adapter.entrypoints.mcp.feed import publish_changes
+from adapter.entrypoints.mcp.tools import run_in_thread
+from adapter.services import ImportService
+from adapter.store.notify import channel_for_schema
+
+__all__ = ["libpq_dsn", "run_pg_event_feed"]
+
+log = logging.getLogger("adapter.feed")
+
+RECONNECT_SECONDS = 1.0
+
+
+def libpq_dsn(database_url: str) -> str:
+    """The SQLAlchemy URL as a libpq connection string (keeps ``options=-csearch_path=...``)."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def run_pg_event_feed(
+    service: ImportService, bus: OwnerScopedBus, *, catch_up_seconds: float = 1.0
+) -> None:
+    """Publish the changes (``publish_changes``) whenever notified or caught up, forever."""
+    follower = await run_in_thread(service.follow_changes)
+    wake_send, wake_receive = anyio.create_memory_object_stream[None](1)
+
+    async def publish() -> None:
+        try:
+            await publish_changes(bus, await run_in_thread(follower.poll_changes))
+        except Exception:  # a database hiccup must not end the feed
+            log.warning("event feed read failed; retrying", exc_info=True)
+
+    async with anyio.create_task_group() as tasks:
+        url = service.ctx.store.engine.url.render_as_string(hide_password=False)
+        tasks.start_soon(_listen_forever, libpq_dsn(url), wake_send)
+        async with wake_receive:
+            while True:
+                with anyio.move_on_after(catch_up_seconds):
+                    await wake_receive.receive()
+                await publish()
+
+
+def _wake(wake: MemoryObjectSendStream[None]) -> None:
+    with contextlib.suppress(anyio.WouldBlock):  # a read is already due: it will see this too
+        wake.send_nowait(None)
+
+
+async def _listen_forever(dsn: str, wake: MemoryObjectSendStream[None]) -> None:
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                cursor = await conn.execute("SELECT current_schema()")
+                row = await cursor.fetchone()
+                channel = channel_for_schema(str(row[0] if row else "public"))
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                _wake(wake)  # catch up on what happened while nobody listened
+                async for _notify in conn.notifies():
+                    _wake(wake)
+        except Exception:
+            log.warning("event notifications lost their connection; reconnecting", exc_info=True)
+        await anyio.sleep(RECONNECT_SECONDS)
