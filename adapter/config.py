@@ -43,8 +43,16 @@ class Settings(BaseSettings):
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
     # --- operations (admin API, dashboard) ---
-    admin_token: str | None = Field(default=None, min_length=16)
-    admin_readonly_token: str | None = Field(default=None, min_length=16)
+    admin_token: str | None = None
+    admin_readonly_token: str | None = None
+    # --- limits before authentication, operator sessions (docs/operations.md, "Limits") ---
+    max_body_bytes: int | None = Field(default=None, ge=1024)
+    admin_max_body_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
+    api_docs: bool = False
+    dashboard_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    operator_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
+    login_max_failures: int = Field(default=5, ge=1, le=1000)
+    login_failure_window_seconds: float = Field(default=60.0, gt=0)
     # --- reconciliation and retention ---
     reconcile_interval_seconds: float = Field(default=5.0, gt=0)
     unknown_grace_seconds: float = Field(default=30.0, ge=0)
@@ -60,7 +68,7 @@ class Settings(BaseSettings):
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
     confirm_max_seconds: int = Field(default=600, ge=10)
 
-    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @field_validator("allowed_origins", "allowed_hosts", "dashboard_allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):
@@ -73,6 +81,22 @@ class Settings(BaseSettings):
         if value != "embedded" and not value.startswith("tcp://"):
             raise ValueError("must be 'embedded' or tcp://HOST:PORT")
         return value
+
+    @field_validator("admin_token", "admin_readonly_token")
+    @classmethod
+    def _admin_token(cls, value: str | None) -> str | None:
+        """An admin token guards every operation of every tenant: refuse one that can be guessed."""
+        if value is None:
+            return None
+        if len(value) < 32:
+            raise ValueError("must be at least 32 characters")
+        if len(set(value)) == 1:
+            raise ValueError("must not be one character repeated")
+        return value
+
+    def body_limit(self) -> int:
+        """Bytes of one HTTP request body: ADAPTER_MAX_BODY_BYTES, else room for one full add call."""
+        return self.max_body_bytes or self.max_records_per_call * self.max_record_bytes + 1024 * 1024
 
     @field_validator("secret")
     @classmethod

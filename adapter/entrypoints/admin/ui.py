@@ -22,8 +22,10 @@ from a page of this very site:
 1. the cookie is ``SameSite=Strict``, so a browser does not send it on a request started by
    another site (a cross-site form POST arrives without credentials);
 2. the ``Origin`` header (or, when a browser sends none, the ``Referer``) must name the host the
-   request was sent to (its ``Host`` header), or be listed exactly in ADAPTER_ALLOWED_ORIGINS (for
-   a reverse proxy that rewrites ``Host``). A POST that carries neither header is refused too.
+   request was sent to (its ``Host`` header), or be listed exactly in
+   ADAPTER_DASHBOARD_ALLOWED_ORIGINS (for a reverse proxy that rewrites ``Host``), never in
+   ADAPTER_ALLOWED_ORIGINS (browser MCP clients, which may live on another port of this host and so
+   be "same-site"). A POST that carries neither header is refused too.
    Pages are sent with ``Referrer-Policy: same-origin`` so our own forms always carry a Referer.
 
 Pages also carry a Content-Security-Policy without inline scripts, and ``frame-ancestors 'none'``
@@ -283,7 +285,7 @@ def _same_site(request: Request, settings: Annotated[Settings, Depends(require_e
             origin = None
     host = request.headers.get("host", "")
     if origin and (
-        (host and urlsplit(origin).netloc.lower() == host.lower()) or origin in settings.allowed_origins
+        (host and urlsplit(origin).netloc.lower() == host.lower()) or origin in settings.dashboard_allowed_origins
     ):
         return
     raise _Page(

@@ -23,6 +23,7 @@ from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.http.limits import BodyLimit, HostOriginGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
@@ -83,7 +84,15 @@ def create_app(
                 gateway.close()
                 tasks.cancel_scope.cancel()
 
-    app = FastAPI(title="legacy import adapter", version=__version__, lifespan=lifespan)
+    # /docs and /redoc load scripts from a CDN: off unless ADAPTER_API_DOCS (openapi.json loads nothing).
+    docs = settings.api_docs
+    app = FastAPI(
+        title="legacy import adapter",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
     app.state.gateway = gateway
     app.state.kit = kit
     app.state.metrics = metrics
@@ -112,4 +121,12 @@ def create_app(
         return JSONResponse({"status": "ready", "problems": []})
 
     app.mount("/", ModernEraGuard(mcp_app))
+    # Outermost first: Host/Origin, then the body size, both before any parsing or authentication.
+    app.add_middleware(BodyLimit, limit=settings.body_limit(), admin_limit=settings.admin_max_body_bytes)
+    app.add_middleware(
+        HostOriginGuard,
+        allowed_hosts=[*LOCAL_HOSTS, *settings.allowed_hosts],
+        allowed_origins=[*LOCAL_ORIGINS, *settings.allowed_origins],
+        dashboard_origins=settings.dashboard_allowed_origins,
+    )
     return app
