@@ -16,6 +16,7 @@ from adapter.legacy.instrumented import InstrumentedPort
 from adapter.ports.legacy import LegacyPort
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
+from adapter.startup import create_owner_only
 from adapter.store import Store
 
 __all__ = ["Kit", "build", "build_legacy_port"]
@@ -48,6 +49,7 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
 
 
 def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
+    create_owner_only(settings)  # local mode: the database and legacy files are the owner's only
     store = store or Store.from_url(settings.database_url)
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))

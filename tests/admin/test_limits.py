@@ -47,9 +47,7 @@ def test_a_small_admin_body_still_reaches_authentication(server: Any) -> None:
 
 @pytest.mark.parametrize("settings_overrides", [{"admin_token": None, "admin_readonly_token": None}])
 def test_the_limit_holds_with_admin_disabled(server: Any) -> None:
-    response = server.http.post(
-        server.url + "/admin/operations/op_x/reconcile", content=_chunks(4 * MB)
-    )
+    response = server.http.post(server.url + "/admin/operations/op_x/reconcile", content=_chunks(4 * MB))
     assert response.status_code == 413
 
 
@@ -132,4 +130,3 @@ def test_dashboard_origins_are_configured_on_their_own(server: Any) -> None:
     form = {"token": server.operator_token, "next": "/admin/ui"}
     response = server.http.post(server.url + "/admin/ui/login", data=form, headers={"Origin": OTHER_PORT})
     assert response.status_code == 303
-

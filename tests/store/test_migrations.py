@@ -9,7 +9,15 @@ from sqlalchemy import create_engine, inspect
 from adapter.store.migrate import downgrade, upgrade
 from adapter.store.tables import Base
 
-TABLES = {"imports", "staged_records", "operations", "compensations", "events", "audit_records"}
+TABLES = {
+    "imports",
+    "staged_records",
+    "operations",
+    "compensations",
+    "events",
+    "audit_records",
+    "operator_sessions",
+}
 
 
 def _tables(url: str) -> set[str]:

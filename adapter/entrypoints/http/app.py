@@ -29,6 +29,8 @@ from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
 from adapter.entrypoints.mcp.server import McpGateway
 from adapter.legacy.instrumented import InstrumentedPort
+from adapter.services.operator_sessions import LoginThrottle, OperatorSessions
+from adapter.startup import warn_about_token_file
 
 __all__ = ["create_app", "transport_security"]
 
@@ -57,6 +59,7 @@ def create_app(
     auth_kwargs: dict[str, object] = {}
     if not settings.local_mode:
         assert settings.tokens is not None
+        warn_about_token_file(settings)
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
             # Static tokens name no audience; the token file itself says which server they are for.
@@ -96,6 +99,12 @@ def create_app(
     app.state.gateway = gateway
     app.state.kit = kit
     app.state.metrics = metrics
+    app.state.operator_sessions = OperatorSessions(
+        kit.store, lifetime_seconds=settings.operator_session_seconds, clock=lambda: kit.admin.ctx.clock()
+    )
+    app.state.login_throttle = LoginThrottle(
+        max_failures=settings.login_max_failures, window_seconds=settings.login_failure_window_seconds
+    )
     app.include_router(admin_router())
     app.include_router(metrics_router(metrics))
 
