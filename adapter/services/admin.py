@@ -18,10 +18,12 @@ from sqlalchemy import Select, func, select, tuple_
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
 from adapter.domain.states import OperationState
+from adapter.domain.text import require_storable, require_storable_values
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import compensate_import
 from adapter.services.context import ServiceContext
 from adapter.services.reconcile import reconcile_operation
+from adapter.store.probe import probe_write
 from adapter.store.tables import AuditRow, CompensationRow, ImportRow, OperationRow
 
 __all__ = [
@@ -234,6 +236,7 @@ def _page(
 def list_operations(
     ctx: ServiceContext, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
 ) -> AdminPage:
+    require_storable_values("a filter", asdict(filters).values())
     query = select(OperationRow)
     for name in ("status", "kind", "principal", "tenant", "idempotency_key", "import_id"):
         value = getattr(filters, name)
@@ -250,6 +253,7 @@ def list_operations(
 def list_imports(
     ctx: ServiceContext, filters: ImportFilter, *, limit: int = 50, cursor: str | None = None
 ) -> AdminPage:
+    require_storable_values("a filter", asdict(filters).values())
     query = select(ImportRow)
     if filters.status is not None:
         query = query.where(ImportRow.state == filters.status)
@@ -266,6 +270,7 @@ def list_imports(
 
 
 def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
+    require_storable(operation_id=operation_id)
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
         if row is None:
@@ -306,6 +311,7 @@ def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
 
 
 def get_import(ctx: ServiceContext, import_id: str) -> tuple[ImportRecord, list[OperationRecord]]:
+    require_storable(import_id=import_id)
     with ctx.store.unit_of_work() as uow:
         row = uow.imports.get(import_id)
         if row is None:
@@ -345,6 +351,7 @@ def act(
         raise InvalidRequest("resolving an operation needs a reason")
     if reason is not None and "\x00" in reason:
         raise InvalidRequest("the reason may not contain NUL characters")
+    require_storable(operation_id=operation_id, reason=reason)
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
         if row is None:
@@ -454,13 +461,13 @@ class AdminService:
         return unresolved_age_seconds(self.ctx)
 
     def check_ready(self) -> list[str]:
-        """What keeps the kit from serving: an empty list when the database and legacy system answer."""
+        """What keeps the kit from serving: an empty list when the database takes a write and the
+        legacy system answers."""
         problems = []
         try:
-            with self.ctx.store.unit_of_work() as uow:
-                uow.session.execute(select(1))
+            probe_write(self.ctx.store)
         except Exception as exc:
-            problems.append(f"database unreachable: {type(exc).__name__}")
+            problems.append(f"database unreachable or read-only: {type(exc).__name__}")
         try:
             self.ctx.legacy.batch_status("readiness-probe")
         except Exception as exc:

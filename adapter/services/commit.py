@@ -273,27 +273,50 @@ def _execute(
         log.error("commit %s: %s", claim.operation_id, exc)
         return _finish_failed(ctx, claim, "internal_error", exc)
     except BaseException as exc:
-        # A bug or a store failure: record the truth we know, then let it propagate.
+        if run.commit_sent and isinstance(exc, Exception):
+            return _unknown_after_commit_sent(ctx, claim, exc)
+        # A bug or a store failure before COMMIT: record the truth we know, then let it propagate.
         with contextlib.suppress(Exception):
-            if run.commit_sent:
-                _finish(
-                    ctx,
-                    claim,
-                    OperationState.OUTCOME_UNKNOWN,
-                    ImportState.OUTCOME_UNKNOWN,
-                    point="commit_sent",
-                )
-            else:
-                _finish_failed(ctx, claim, "internal_error", exc)
+            _finish_failed(ctx, claim, "internal_error", exc)
         raise
-    return _finish(
-        ctx,
-        claim,
-        OperationState.SUCCEEDED,
-        ImportState.COMMITTED,
-        point="committed",
-        result={"legacy_batch_id": batch.legacy_batch_id, "record_count": batch.record_count},
-        legacy_batch_id=batch.legacy_batch_id,
+    try:
+        return _finish(
+            ctx,
+            claim,
+            OperationState.SUCCEEDED,
+            ImportState.COMMITTED,
+            point="committed",
+            result={"legacy_batch_id": batch.legacy_batch_id, "record_count": batch.record_count},
+            legacy_batch_id=batch.legacy_batch_id,
+        )
+    except Exception as exc:  # the batch is in, but the store did not take the record of it
+        log.error("commit %s: committed, recording it failed (%s)", claim.operation_id, type(exc).__name__)
+        return _unknown_answer(claim)
+
+
+def _unknown_after_commit_sent(ctx: ServiceContext, claim: _Claim, exc: Exception) -> CommitResult:
+    """COMMIT went out and then something failed (the store, most likely): only the legacy system
+    knows whether the batch is in. Record ``outcome_unknown`` if the store takes it; either way the
+    caller gets ``outcome_unknown`` with its operation id, never an internal error. If nothing could
+    be recorded, the operation stays ``in_progress`` at ``commit_sent``; once its lease runs out the
+    reconciler asks the legacy system and records the truth."""
+    log.error("commit %s: failed after COMMIT was sent (%s)", claim.operation_id, type(exc).__name__)
+    try:
+        return _finish(
+            ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent"
+        )
+    except Exception:
+        return _unknown_answer(claim)
+
+
+def _unknown_answer(claim: _Claim) -> CommitResult:
+    return CommitResult(
+        handle=claim.handle,
+        status="outcome_unknown",
+        operation_id=claim.operation_id,
+        legacy_batch_id=None,
+        record_count=claim.total,
+        replayed=False,
     )
 
 

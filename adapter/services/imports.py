@@ -14,6 +14,7 @@ from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
+from adapter.domain.text import require_storable
 from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
@@ -39,6 +40,7 @@ def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -
     limits = ctx.limits
     if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:
         raise InvalidRequest(f"target must be a non-empty string of at most {limits.max_target_length} chars")
+    require_storable(target=target)
     ttl = ctx.default_ttl_seconds if ttl_seconds is None else ttl_seconds
     if (
         isinstance(ttl, bool)

@@ -457,6 +457,8 @@ def _detail(
         detail = admin_of(request).get_operation(operation_id)
     except (OperationNotFound, NotFound):
         raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
+    except InvalidRequest as exc:  # an id no database can hold (NUL, a lone surrogate)
+        raise _Page(status.HTTP_400_BAD_REQUEST, "Invalid request", exc.message) from None
     done = extra.pop("done", None)
     if done in ACTIONS:
         # The message comes from the audit trail, not from the URL: a link cannot put words here.
