@@ -74,6 +74,7 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
             unknown_grace_seconds=settings.unknown_grace_seconds,
         ),
         default_ttl_seconds=default_ttl,
+        quotas=settings.quotas(),
     )
     return Kit(
         settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)

@@ -15,6 +15,8 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from adapter.domain.quotas import Quotas
+
 __all__ = ["ConfigError", "Settings", "load_settings"]
 
 
@@ -53,6 +55,16 @@ class Settings(BaseSettings):
     operator_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
     login_max_failures: int = Field(default=5, ge=1, le=1000)
     login_failure_window_seconds: float = Field(default=60.0, gt=0)
+    # --- quotas and fairness (adapter/domain/quotas.py; docs/operations.md, "Quotas") ---
+    max_records_per_import: int = Field(default=100_000, ge=1, le=100_000_000)
+    max_import_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    max_open_imports_per_principal: int = Field(default=100, ge=1)
+    max_staged_bytes_per_tenant: int = Field(default=2048 * 1024 * 1024, ge=1024)
+    max_commits_per_tenant: int = Field(default=4, ge=1)
+    legacy_sessions: int = Field(default=16, ge=1, le=1000)
+    max_listens_per_principal: int = Field(default=8, ge=1)
+    max_uris_per_listen: int = Field(default=100, ge=1, le=10_000)
+    delete_batch_size: int = Field(default=2000, ge=1, le=100_000)
     # --- reconciliation and retention ---
     reconcile_interval_seconds: float = Field(default=5.0, gt=0)
     unknown_grace_seconds: float = Field(default=30.0, ge=0)
@@ -93,6 +105,9 @@ class Settings(BaseSettings):
         if len(set(value)) == 1:
             raise ValueError("must not be one character repeated")
         return value
+
+    def quotas(self) -> Quotas:
+        return Quotas(**{name: getattr(self, name) for name in Quotas.__dataclass_fields__})
 
     def body_limit(self) -> int:
         """Bytes of one HTTP request body: ADAPTER_MAX_BODY_BYTES, else room for one full add call."""

@@ -22,6 +22,7 @@ from adapter.ports.legacy import LegacyError, LegacyTransient
 from adapter.services.access import find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
+from adapter.services.quotas import discard_in_batches
 from adapter.store.tables import CompensationRow, OperationRow
 
 __all__ = ["abort_import", "compensate_import", "resume_compensations"]
@@ -36,6 +37,8 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
     (reconciliation must decide first, or an abort could race a commit that did land).
     """
 
+    dropped: list[tuple[str, int]] = []
+
     def step() -> str:
         with ctx.store.unit_of_work() as uow:
             row = find_import(uow, principal, handle)
@@ -45,15 +48,17 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
                 return row.state
             if row.state == ImportState.OPEN.value:
                 transition(row, ImportState.ABORTED)
-                uow.records.discard(row.id)
                 uow.events.record("import.aborted", import_id=row.id, state=row.state)
                 uow.commit()
+                dropped.append((row.id, row.record_count))
                 return row.state
             if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
                 return "compensate"
             raise InvalidState(f"an import that is {row.state} cannot be aborted now")
 
     outcome = retry_on_conflict(step)
+    for import_id, count in dropped:  # after the state change, in short transactions (services/quotas.py)
+        discard_in_batches(ctx, import_id, count)
     if outcome == "compensate":
         with ctx.store.unit_of_work() as uow:
             import_id = find_import(uow, principal, handle).id

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
+from adapter.domain.errors import InvalidRequest, InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
@@ -19,6 +19,7 @@ from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSu
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once
+from adapter.services.quotas import check_add, check_begin
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -67,6 +68,7 @@ def begin_import(
     request = fingerprint("begin", {"target": target, "ttl": ttl})
 
     def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
+        check_begin(ctx, uow, principal)
         import_id = new_id()
         expires_at = ctx.clock() + timedelta(seconds=ttl)
         handle = ctx.codec.handle_for(import_id)
@@ -116,6 +118,7 @@ def add_records(
     """Stage ``records`` durably after those already staged, in order; all or nothing."""
     key = validate_key(idempotency_key)
     encoded = encode_records(records, ctx.limits)
+    size = sum(len(text.encode()) for text in encoded)
     content = hashlib.sha256("\n".join(encoded).encode()).hexdigest()
     request = fingerprint("add", {"handle": ctx.codec.digest(handle), "records": content, "n": len(encoded)})
 
@@ -123,10 +126,10 @@ def add_records(
         row = find_usable_import(uow, principal, handle, ctx.clock())
         if row.state != ImportState.OPEN.value:
             raise InvalidState(f"records can only be added to an open import; this one is {row.state}")
-        if row.record_count + len(encoded) > ctx.limits.max_records_per_import:
-            raise LimitExceeded(f"an import holds at most {ctx.limits.max_records_per_import} records")
+        check_add(ctx, uow, row, len(encoded), size)
         first_seq = row.record_count + 1
         row.record_count += len(encoded)
+        row.staged_bytes = (row.staged_bytes or 0) + size
         uow.flush()  # claims the import row (version check) before the records take their positions
         uow.records.stage(row.id, first_seq, encoded)
         operation.import_id = row.id

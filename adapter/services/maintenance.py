@@ -14,6 +14,7 @@ from datetime import timedelta
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import resume_compensations
 from adapter.services.context import ServiceContext
+from adapter.services.quotas import discard_leftovers
 from adapter.services.reconcile import Resolution, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
 
@@ -41,5 +42,6 @@ def run_maintenance(
         log.info("resuming compensations postponed: the legacy system is unavailable")
         compensations = []
     expired = expire_open_imports(ctx)
+    discard_leftovers(ctx)  # staged records an abort or expiry left when its process stopped
     purged = purge_finished(ctx, retention=retention, batch=purge_batch) if retention is not None else None
     return MaintenanceReport(resolutions, compensations, expired, purged)

@@ -21,6 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 from adapter.domain.states import ImportState, OperationState, transition
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
+from adapter.services.quotas import discard_in_batches
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
@@ -46,7 +47,7 @@ class PurgeReport:
 def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
     """Mark open imports past their expiry as expired and drop their staged records."""
 
-    def step() -> int:
+    def step() -> list[tuple[str, int]]:
         with ctx.store.unit_of_work() as uow:
             rows = list(
                 uow.session.scalars(
@@ -57,12 +58,14 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
             )
             for row in rows:
                 transition(row, ImportState.EXPIRED)
-                uow.records.discard(row.id)
                 uow.events.record("import.expired", import_id=row.id, state=row.state)
             uow.commit()
-            return len(rows)
+            return [(row.id, row.record_count) for row in rows]
 
-    return retry_on_conflict(step)
+    expired = retry_on_conflict(step)
+    for import_id, count in expired:  # after the state change, in short transactions (services/quotas.py)
+        discard_in_batches(ctx, import_id, count)
+    return len(expired)
 
 
 def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 500) -> PurgeReport:

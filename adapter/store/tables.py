@@ -85,6 +85,7 @@ class ImportRow(Base):
     target: Mapped[str] = mapped_column(String(200))
     state: Mapped[str] = mapped_column(String(32))
     record_count: Mapped[int] = mapped_column(Integer, default=0)
+    staged_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")  # for quotas
     legacy_batch_id: Mapped[str | None] = mapped_column(String(100))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -42,17 +42,20 @@ from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound
 from adapter.domain.identity import HandleCodec
+from adapter.domain.quotas import QuotaExceeded
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.identity import current_principal
 from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
 from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
+from adapter.services.quotas import Slots
 
 __all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
 
 SERVER_NAME = "legacy-import-adapter"
 URI_PREFIX = "import://"
 INVALID_PARAMS = -32602
+QUOTA_EXCEEDED = -32029  # implementation-defined server error (the -32000..-32099 range), as HTTP 429
 INSTRUCTIONS = (
     "Imports into a legacy system are explicit transactions: call begin_import to get a handle, stage "
     "records with add_record or add_records, then commit_import. Pass an idempotency_key on every call "
@@ -95,6 +98,8 @@ class McpGateway:
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
+        # Listen streams per principal (the SDK bounds only the total), see adapter/services/quotas.py.
+        self.listen_slots = Slots(service.ctx.quotas.max_listens_per_principal, "max_listens_per_principal")
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         self.tools: dict[str, Tool] = {
             tool.name: tool for tool in build_tools(service.ctx.default_ttl_seconds)
@@ -261,9 +266,22 @@ class McpGateway:
         """Honor resource subscriptions only for the caller's own imports; drop the rest silently."""
         principal = self._principal()
         requested = params.notifications.resource_subscriptions or []
-        owned = [uri for uri in requested if await self._owns(principal, uri)]
-        notifications = params.notifications.model_copy(update={"resource_subscriptions": owned or None})
-        return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+        quotas = self.service.ctx.quotas
+        try:
+            if len(requested) > quotas.max_uris_per_listen:
+                raise QuotaExceeded(
+                    f"at most {quotas.max_uris_per_listen} resource URIs per listen request",
+                    "max_uris_per_listen",
+                    quotas.max_uris_per_listen,
+                )
+            with self.listen_slots.hold(f"{principal.tenant}/{principal.subject}", "listen streams"):
+                owned = [uri for uri in requested if await self._owns(principal, uri)]
+                notifications = params.notifications.model_copy(
+                    update={"resource_subscriptions": owned or None}
+                )
+                return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+        except QuotaExceeded as exc:
+            raise MCPError(QUOTA_EXCEEDED, str(exc), data={"code": exc.code, "limit": exc.limit}) from None
 
     async def _owns(self, principal: Any, uri: str) -> bool:
         handle = _handle_of(uri)

@@ -1,0 +1,65 @@
+"""The store's side of quotas and of bounded deletes (see adapter/services/quotas.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, exists, func, select
+from sqlalchemy.orm import Session
+
+from adapter.store.tables import ImportRow, StagedRecordRow
+
+__all__ = [
+    "delete_staged_range",
+    "imports_with_leftover_records",
+    "open_imports_of",
+    "staged_bytes_of_tenant",
+]
+
+# Imports whose staged records still count against the tenant: not yet committed or given up.
+HOLDING_STATES = ("open", "committing")
+
+
+def open_imports_of(session: Session, tenant: str, principal: str, now: datetime) -> int:
+    query = (
+        select(func.count())
+        .select_from(ImportRow)
+        .where(
+            ImportRow.tenant == tenant,
+            ImportRow.principal == principal,
+            ImportRow.state == "open",
+            ImportRow.expires_at > now,
+        )
+    )
+    return int(session.scalar(query) or 0)
+
+
+def staged_bytes_of_tenant(session: Session, tenant: str) -> int:
+    query = select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
+        ImportRow.tenant == tenant, ImportRow.state.in_(HOLDING_STATES)
+    )
+    return int(session.scalar(query) or 0)
+
+
+def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:
+    """Delete the records at positions ``after_seq < seq <= up_to_seq`` (the unique index's order)."""
+    result = session.execute(
+        delete(StagedRecordRow).where(
+            StagedRecordRow.import_id == import_id,
+            StagedRecordRow.seq > after_seq,
+            StagedRecordRow.seq <= up_to_seq,
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def imports_with_leftover_records(
+    session: Session, states: tuple[str, ...], limit: int
+) -> list[tuple[str, int]]:
+    """(import id, record count) of imports in ``states`` that still have staged records."""
+    query = (
+        select(ImportRow.id, ImportRow.record_count)
+        .where(ImportRow.state.in_(states), exists().where(StagedRecordRow.import_id == ImportRow.id))
+        .limit(limit)
+    )
+    return [(row.id, row.record_count) for row in session.execute(query)]
