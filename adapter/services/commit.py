@@ -45,6 +45,7 @@ from adapter.services.context import CancelToken, ProgressCallback, ServiceConte
 from adapter.services.findings import judge
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
 from adapter.services.imports import validate_key
+from adapter.services.late_commits import earlier_batch_committed, earlier_batch_refs
 from adapter.services.leases import Heartbeat, new_lease_owner, take_lease
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -83,6 +84,7 @@ class _Claim:
     total: int
     ask_first: bool = False
     lease_owner: str = ""  # this run's own lease owner (see leases.new_lease_owner)
+    earlier_refs: tuple[str, ...] = ()  # the import's other commit operations (late_commits.py)
 
 
 @dataclass(slots=True)
@@ -198,7 +200,14 @@ def _claim(
         uow.commit()
         assert operation.batch_ref is not None
         return _Claim(
-            handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None, owner
+            handle,
+            operation.id,
+            row.id,
+            operation.batch_ref,
+            row.record_count,
+            reuse is not None,
+            owner,
+            earlier_batch_refs(uow, row.id, operation.id),
         )
 
 
@@ -329,6 +338,11 @@ def _attempt(
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
     _set_recovery_point(ctx, claim, "replaying", attempt=True)
+    # An earlier commit of this import may have landed late (after it was judged not_committed):
+    # a COMMIT now would make a second batch.
+    landed = earlier_batch_committed(ctx, claim.earlier_refs)
+    if landed is not None:
+        raise _NeedsOperator(*landed)
     if claim.ask_first:
         # This operation ran before: never send COMMIT again without asking whether it landed.
         known = ctx.legacy.batch_status(claim.batch_ref)

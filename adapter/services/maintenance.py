@@ -14,6 +14,7 @@ from datetime import timedelta
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import resume_compensations
 from adapter.services.context import ServiceContext
+from adapter.services.late_commits import watch_recent_verdicts
 from adapter.services.quotas import discard_leftovers
 from adapter.services.reconcile import Resolution, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
@@ -36,6 +37,7 @@ def run_maintenance(
 ) -> MaintenanceReport:
     """One pass. ``retention`` None skips the purge (it need not run every few seconds)."""
     resolutions = reconcile_pass(ctx)
+    watch_recent_verdicts(ctx)  # a COMMIT that landed after its not_committed verdict
     try:
         compensations = resume_compensations(ctx)
     except LegacyError:
