@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     local_ttl_seconds: int = Field(default=900, ge=10)
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
-    confirm_max_seconds: int = Field(default=600, ge=10)
+    confirm_max_seconds: int = Field(default=600, ge=10, le=3600)
 
     @field_validator("allowed_origins", "allowed_hosts", "dashboard_allowed_origins", mode="before")
     @classmethod

@@ -63,8 +63,10 @@ def create_app(
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
             # Static tokens name no audience; the token file itself says which server they are for.
+            # No resource_server_url: there is no OAuth authorization server behind these tokens, so
+            # no protected-resource metadata may name one (a 401 says only "Bearer").
             "auth": AuthSettings(
-                issuer_url=public_url, resource_server_url=f"{public_url}/mcp", validate_token_resource=False
+                issuer_url=public_url, resource_server_url=None, validate_token_resource=False
             ),
         }
     mcp_app = gateway.server.streamable_http_app(

@@ -138,7 +138,11 @@ class McpGateway:
         server.middleware.append(ModernOnly())
         server.middleware.append(
             RequestStateBoundary(
-                RequestStateSecurity(keys=keys, audience=SERVER_NAME), default_audience=SERVER_NAME
+                # One lifetime for a confirmation: the sealed state expires with ADAPTER_CONFIRM_MAX_SECONDS.
+                RequestStateSecurity(
+                    keys=keys, audience=SERVER_NAME, ttl=float(self.settings.confirm_max_seconds)
+                ),
+                default_audience=SERVER_NAME,
             )
         )
         return server
