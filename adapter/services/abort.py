@@ -37,7 +37,7 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
     (reconciliation must decide first, or an abort could race a commit that did land).
     """
 
-    dropped: list[tuple[str, int]] = []
+    dropped: list[tuple[str, int, int]] = []
 
     def step() -> str:
         with ctx.store.unit_of_work() as uow:
@@ -50,15 +50,15 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
                 transition(row, ImportState.ABORTED)
                 uow.events.record("import.aborted", import_id=row.id, state=row.state)
                 uow.commit()
-                dropped.append((row.id, row.record_count))
+                dropped.append((row.id, row.record_count, row.staged_bytes or 0))
                 return row.state
             if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
                 return "compensate"
             raise InvalidState(f"an import that is {row.state} cannot be aborted now")
 
     outcome = retry_on_conflict(step)
-    for import_id, count in dropped:  # after the state change, in short transactions (services/quotas.py)
-        discard_in_batches(ctx, import_id, count)
+    for import_id, count, size in dropped:  # after the state change, in short transactions (quotas.py)
+        discard_in_batches(ctx, import_id, count, size)
     if outcome == "compensate":
         with ctx.store.unit_of_work() as uow:
             import_id = find_import(uow, principal, handle).id

@@ -35,6 +35,7 @@ from adapter.store.unit_of_work import UnitOfWork
 __all__ = ["Slots", "check_add", "check_begin", "discard_in_batches", "discard_leftovers"]
 
 _GONE_STATES = ("aborted", "expired")
+DELETE_BATCH_BYTES = 4 * 1024 * 1024
 
 
 def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> None:
@@ -109,9 +110,11 @@ class Slots:
             return self._held.get(key, 0)
 
 
-def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int) -> int:
-    """Delete an import's staged records, ``delete_batch_size`` positions per transaction."""
-    batch = ctx.quotas.delete_batch_size
+def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int, staged_bytes: int = 0) -> int:
+    """Delete an import's staged records, at most ``delete_batch_size`` records and about
+    ``DELETE_BATCH_BYTES`` of them per transaction (large records make short batches)."""
+    average = staged_bytes // record_count if record_count > 0 else 0
+    batch = max(1, min(ctx.quotas.delete_batch_size, DELETE_BATCH_BYTES // max(1, average)))
     deleted = 0
     for after in range(0, max(record_count, 0), batch):
         with ctx.store.unit_of_work() as uow:
@@ -124,4 +127,4 @@ def discard_leftovers(ctx: ServiceContext, *, limit: int = 50) -> int:
     """Finish deletes a crash interrupted: staged records of aborted and expired imports."""
     with ctx.store.unit_of_work() as uow:
         found = imports_with_leftover_records(uow.session, _GONE_STATES, limit)
-    return sum(discard_in_batches(ctx, import_id, count) for import_id, count in found)
+    return sum(discard_in_batches(ctx, import_id, count, size) for import_id, count, size in found)

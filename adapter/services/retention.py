@@ -47,7 +47,7 @@ class PurgeReport:
 def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
     """Mark open imports past their expiry as expired and drop their staged records."""
 
-    def step() -> list[tuple[str, int]]:
+    def step() -> list[tuple[str, int, int]]:
         with ctx.store.unit_of_work() as uow:
             rows = list(
                 uow.session.scalars(
@@ -60,11 +60,11 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
                 transition(row, ImportState.EXPIRED)
                 uow.events.record("import.expired", import_id=row.id, state=row.state)
             uow.commit()
-            return [(row.id, row.record_count) for row in rows]
+            return [(row.id, row.record_count, row.staged_bytes or 0) for row in rows]
 
     expired = retry_on_conflict(step)
-    for import_id, count in expired:  # after the state change, in short transactions (services/quotas.py)
-        discard_in_batches(ctx, import_id, count)
+    for import_id, count, size in expired:  # after the state change, in short transactions (quotas.py)
+        discard_in_batches(ctx, import_id, count, size)
     return len(expired)
 
 

@@ -55,11 +55,11 @@ def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_
 
 def imports_with_leftover_records(
     session: Session, states: tuple[str, ...], limit: int
-) -> list[tuple[str, int]]:
-    """(import id, record count) of imports in ``states`` that still have staged records."""
+) -> list[tuple[str, int, int]]:
+    """(import id, record count, staged bytes) of imports in ``states`` that still have staged records."""
     query = (
-        select(ImportRow.id, ImportRow.record_count)
+        select(ImportRow.id, ImportRow.record_count, ImportRow.staged_bytes)
         .where(ImportRow.state.in_(states), exists().where(StagedRecordRow.import_id == ImportRow.id))
         .limit(limit)
     )
-    return [(row.id, row.record_count) for row in session.execute(query)]
+    return [(row.id, row.record_count, row.staged_bytes or 0) for row in session.execute(query)]

@@ -58,10 +58,13 @@ def test_the_mcp_endpoint_has_the_app_wide_limit(server: Any) -> None:
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2026-07-28",
     }
-    big = server.http.post(server.url + "/mcp", content=b"x" * (128 * 1024), headers=headers)
-    assert big.status_code == 413
-    streamed = server.http.post(server.url + "/mcp", content=_chunks(MB), headers=headers)
-    assert streamed.status_code == 413
+    declared = server.http.post(server.url + "/mcp", content=b"x" * (128 * 1024), headers=headers)
+    assert declared.status_code == 413  # before authentication
+    # Unauthenticated and streamed: refused by the token check without reading the body.
+    assert server.http.post(server.url + "/mcp", content=_chunks(MB), headers=headers).status_code == 401
+    # Authenticated and streamed: counted while the server reads it, refused past the limit.
+    authed = {**headers, "Authorization": f"Bearer {server.mcp_token}"}
+    assert server.http.post(server.url + "/mcp", content=_chunks(MB), headers=authed).status_code == 413
     # Below the limit the call goes through as before.
     assert server.tool("begin_import", {"target": "customers"})["structuredContent"]["status"] == "open"
 

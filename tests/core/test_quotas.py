@@ -183,3 +183,24 @@ def test_maintenance_finishes_a_delete_that_a_crash_interrupted(
     assert staged_rows(service, import_id) == 450
     service.maintain()
     assert staged_rows(service, import_id) == 0
+
+
+def test_large_records_make_short_delete_batches(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, delete_batch_size=100_000)
+    handle = service.begin(alice, "big").handle
+    blob = "x" * (60 * 1024)
+    for _ in range(5):
+        service.add(alice, handle, [{"b": blob}] * 40)  # 200 records, about 12 MB
+    deleted_per_statement: list[int] = []
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM STAGED_RECORDS"):
+            deleted_per_statement.append(cursor.rowcount)
+
+    event.listen(ctx.store.engine, "after_cursor_execute", after)
+    try:
+        service.abort(alice, handle)
+    finally:
+        event.remove(ctx.store.engine, "after_cursor_execute", after)
+    assert sum(deleted_per_statement) == 200
+    assert max(deleted_per_statement) <= 4 * 1024 * 1024 // (60 * 1024)  # about 4 MB per transaction

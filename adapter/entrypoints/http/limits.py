@@ -4,9 +4,9 @@ Both run as the outermost ASGI layers of the HTTP app, so nothing behind them (F
 form parsing, the SDK's bearer-token check, the admin dependencies) sees a request they refuse:
 
 * **Body size** (:class:`BodyLimit`): a declared ``Content-Length`` above the limit is answered 413
-  at once, without reading the body; a streamed body is counted as it arrives and refused as soon as
-  it passes the limit (the SDK's ``RequestBodyLimitMiddleware`` does the reading). ``/admin`` (whose
-  bodies are a short reason or the dashboard's login form) has its own small limit.
+  at once, without reading the body; a streamed body is counted as it arrives, without buffering,
+  and refused as soon as it passes the limit. ``/admin`` (whose bodies are a short reason or the
+  dashboard's login form) has its own small limit.
 * **Host and Origin** (:class:`HostOriginGuard`): the DNS-rebinding defence the SDK applies at
   ``/mcp``, applied to every other route too (``/metrics``, ``/readyz``, ``/docs``,
   ``/openapi.json``, ``/admin``). A Host outside the allowlist is 421; an ``Origin`` that is neither
@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["BodyLimit", "HostOriginGuard", "matches"]
 
@@ -38,19 +37,58 @@ def _under(path: str, prefix: str) -> bool:
 
 
 class BodyLimit:
-    """413 for a body above ``limit`` (``admin_limit`` under ``/admin``), before the app reads it."""
+    """413 for a body above ``limit`` (``admin_limit`` under ``/admin``), counted as it streams in.
+
+    Nothing is buffered here: the app reads the body as it always does, through a ``receive`` that
+    counts. A declared ``Content-Length`` above the limit is refused before the app runs. A body
+    that grows past the limit is refused at that moment (413 if the app has not answered yet) and
+    the app sees a disconnect, so it stops reading. An unauthenticated request is refused by the
+    auth layer without reading its body at all.
+    """
 
     def __init__(self, app: ASGIApp, *, limit: int, admin_limit: int) -> None:
         self.app = app
-        self._general = RequestBodyLimitMiddleware(app, max_body_size=limit)
-        self._admin = RequestBodyLimitMiddleware(app, max_body_size=admin_limit)
+        self.limit = limit
+        self.admin_limit = admin_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chosen = self._admin if _under(scope["path"], ADMIN_PREFIX) else self._general
-        await chosen(scope, receive, send)
+        limit = self.admin_limit if _under(scope["path"], ADMIN_PREFIX) else self.limit
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(scope, receive, send)
+            return
+        state = {"received": 0, "started": False, "refused": False}
+
+        async def counting_receive() -> Message:
+            if state["refused"]:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                state["received"] += len(message.get("body", b""))
+                if state["received"] > limit:
+                    state["refused"] = True
+                    if not state["started"]:
+                        await _too_large(scope, receive, send)
+                        state["started"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if state["refused"]:
+                return  # the 413 went out (or the response was already under way): drop the rest
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        await self.app(scope, counting_receive, guarded_send)
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    response = PlainTextResponse("Request body too large", status_code=413, headers={"Connection": "close"})
+    await response(scope, receive, send)
 
 
 def matches(value: str, allowed: Sequence[str]) -> bool:
