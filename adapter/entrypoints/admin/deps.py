@@ -87,7 +87,7 @@ def identify_request(request: Request) -> Identity | None:
         return identify(settings, token)
     role = sessions_of(request).role_of(request.cookies.get(COOKIE))
     configured = {"operator": settings.admin_token, "viewer": settings.admin_readonly_token}
-    if configured.get(role):
+    if role is not None and configured.get(role):
         return Identity(role=role, actor=role)  # type: ignore[arg-type]
     return None
 
