@@ -19,7 +19,7 @@ from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSu
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once
-from adapter.services.quotas import check_add, check_begin
+from adapter.services.quotas import check_add, check_begin, check_tenant_bytes
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -119,6 +119,7 @@ def add_records(
     key = validate_key(idempotency_key)
     encoded = encode_records(records, ctx.limits)
     size = sum(len(text.encode()) for text in encoded)
+    check_tenant_bytes(ctx, principal, size, key)
     content = hashlib.sha256("\n".join(encoded).encode()).hexdigest()
     request = fingerprint("add", {"handle": ctx.codec.digest(handle), "records": content, "n": len(encoded)})
 

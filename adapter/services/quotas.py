@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
+from adapter.domain.states import OperationKind
 from adapter.services.context import ServiceContext
 from adapter.store.quota_reads import (
     delete_staged_range,
@@ -32,9 +33,17 @@ from adapter.store.quota_reads import (
 from adapter.store.tables import ImportRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["Slots", "check_add", "check_begin", "discard_in_batches", "discard_leftovers"]
+__all__ = [
+    "Slots",
+    "check_add",
+    "check_begin",
+    "check_tenant_bytes",
+    "discard_in_batches",
+    "discard_leftovers",
+]
 
 _GONE_STATES = ("aborted", "expired")
+ADD = OperationKind.ADD.value
 DELETE_BATCH_BYTES = 4 * 1024 * 1024
 
 
@@ -62,12 +71,23 @@ def check_add(ctx: ServiceContext, uow: UnitOfWork, row: ImportRow, records: int
             "max_import_bytes",
             quotas.max_import_bytes,
         )
-    if staged_bytes_of_tenant(uow.session, row.tenant) + size > quotas.max_staged_bytes_per_tenant:
+
+
+def check_tenant_bytes(ctx: ServiceContext, principal: Principal, size: int, replay_key: str | None) -> None:
+    """Checked in a short read of its own before the add's transaction, so the sum over the tenant's
+    imports does not lengthen the transaction that claims the import row. A replay of an add that
+    was already accepted (its idempotency key is recorded) is never refused."""
+    limit = ctx.quotas.max_staged_bytes_per_tenant
+    with ctx.store.unit_of_work() as uow:
+        held = staged_bytes_of_tenant(uow.session, principal.tenant)
+        over = held + size > limit
+        if over and replay_key is not None:
+            over = uow.operations.by_key(principal.tenant, principal.subject, ADD, replay_key) is None
+    if over:
         raise QuotaExceeded(
-            "the tenant's uncommitted imports would hold more than "
-            f"{quotas.max_staged_bytes_per_tenant} bytes",
+            f"the tenant's uncommitted imports would hold more than {limit} bytes",
             "max_staged_bytes_per_tenant",
-            quotas.max_staged_bytes_per_tenant,
+            limit,
         )
 
 

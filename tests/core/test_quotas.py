@@ -204,3 +204,13 @@ def test_large_records_make_short_delete_batches(ctx: ServiceContext, alice: Pri
         event.remove(ctx.store.engine, "after_cursor_execute", after)
     assert sum(deleted_per_statement) == 200
     assert max(deleted_per_statement) <= 4 * 1024 * 1024 // (60 * 1024)  # about 4 MB per transaction
+
+
+def test_a_replayed_add_is_never_refused_by_a_quota(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    handle = service.begin(alice, "a").handle
+    first = service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-1")
+    again = service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-1")
+    assert again.replayed and again.record_count == first.record_count == 1
+    with pytest.raises(QuotaExceeded):
+        service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-2")
