@@ -25,7 +25,8 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.domain.states import ImportState, OperationKind, OperationState, transition, transition_operation
+from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
@@ -45,7 +46,7 @@ log = logging.getLogger("adapter.late_commits")
 
 WATCH_GRACE_PERIODS = 3
 MIN_WATCH_SECONDS = 60.0  # with a grace period of 0 (tests) the watch still covers a minute
-LATE_COMMIT_EVENT = "operation.late_commit_found"
+LATE_COMMIT_EVENT = EventKind.OPERATION_LATE_COMMIT_FOUND
 _SETTLED = (OperationState.SUCCEEDED.value, OperationState.FAILED.value)
 
 
@@ -53,7 +54,7 @@ _SETTLED = (OperationState.SUCCEEDED.value, OperationState.FAILED.value)
 class LateCommit:
     operation_id: str
     import_id: str
-    finding: str  # late_commit_recorded | second_batch | committed_after_import_moved_on
+    finding: Finding  # LATE_COMMIT_RECORDED, SECOND_BATCH or COMMITTED_AFTER_IMPORT_MOVED_ON
     status: str  # the operation's new status
 
 
@@ -66,12 +67,12 @@ def earlier_batch_refs(uow: UnitOfWork, import_id: str, operation_id: str) -> tu
     )
 
 
-def earlier_batch_committed(ctx: ServiceContext, refs: Sequence[str]) -> tuple[str, str] | None:
+def earlier_batch_committed(ctx: ServiceContext, refs: Sequence[str]) -> tuple[Finding, str] | None:
     """(finding, legacy batch id) when a batch under one of ``refs`` is committed, else None."""
     for ref in refs:
         known = ctx.legacy.batch_status(ref)
         if known.committed:
-            return "earlier_commit_landed", known.batches[0].legacy_batch_id
+            return Finding.EARLIER_COMMIT_LANDED, known.batches[0].legacy_batch_id
     return None
 
 
@@ -159,8 +160,8 @@ def _record(
             if operation.status != OperationState.FAILED.value:
                 return None  # it moved on meanwhile
             if total == 1 and row.state == ImportState.OPEN.value:
-                finding = "late_commit_recorded"
-                operation.status = OperationState.SUCCEEDED.value
+                finding = Finding.LATE_COMMIT_RECORDED
+                transition_operation(operation, OperationState.SUCCEEDED)
                 operation.result = {
                     "legacy_batch_id": batch.legacy_batch_id,
                     "record_count": batch.record_count,
@@ -169,8 +170,8 @@ def _record(
                 transition(row, ImportState.COMMITTED)
                 row.legacy_batch_id = batch.legacy_batch_id
             else:
-                finding = "second_batch" if total > 1 else "committed_after_import_moved_on"
-                operation.status = OperationState.NEEDS_OPERATOR.value
+                finding = Finding.SECOND_BATCH if total > 1 else Finding.COMMITTED_AFTER_IMPORT_MOVED_ON
+                transition_operation(operation, OperationState.NEEDS_OPERATOR)
                 operation.error = {"code": finding, "legacy_batch_id": batch.legacy_batch_id}
             uow.events.record(
                 LATE_COMMIT_EVENT,

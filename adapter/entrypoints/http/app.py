@@ -57,8 +57,7 @@ def create_app(
     if isinstance(kit.legacy, InstrumentedPort):  # bootstrap.build wraps the port so every call is timed
         kit.legacy.add_observer(metrics.observe_legacy)
     auth_kwargs: dict[str, object] = {}
-    if not settings.local_mode:
-        assert settings.tokens is not None
+    if settings.tokens is not None:  # not local mode
         warn_about_token_file(settings)
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
