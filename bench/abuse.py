@@ -13,9 +13,9 @@ The cases (each prints the limit that held and bob's p99 ``begin_import`` latenc
    after says whether a body was read.
 2. ``listens``: alice opens ``--listens`` ``subscriptions/listen`` streams at once; how many were
    accepted, and whether bob can still listen.
-3. ``commits``: alice starts ``--commits`` commits at once against the slow simulator; how many ran
-   and how many were refused (``quota_exceeded``).
-4. ``abort``: alice stages ``--abort-mb`` MB of records in one import and aborts it.
+3. ``commits``: alice stages ``--commits`` imports (not measured), then commits them all at once
+   against the slow simulator; how many ran and how many were refused (``quota_exceeded``).
+4. ``abort``: alice stages ``--abort-mb`` MB of records in one import (not measured) and aborts it.
 
 Bob's unloaded p99 is measured first; the target is that every loaded p99 stays within 3x of it.
 
@@ -220,7 +220,8 @@ async def case_listens(base: str, count: int) -> str:
     return f"{count} listens of one principal: {accepted} accepted, {refused} refused; another one {other}"
 
 
-async def case_commits(base: str, count: int) -> str:
+async def case_commits(base: str, count: int) -> Any:
+    """Stage ``count`` imports first (not measured), then return the abuse: all their commits at once."""
     async with mcp_client(base, ALICE) as alice:
         handles = []
         for i in range(count):
@@ -228,15 +229,20 @@ async def case_commits(base: str, count: int) -> str:
             await call(alice, "add_records", {"handle": handle, "records": [{"n": n} for n in range(20)]})
             handles.append(handle)
 
-        async def commit(handle: str) -> str:
-            try:
-                return (await call(alice, "commit_import", {"handle": handle}))["status"]
-            except RuntimeError as exc:
-                return str(exc).split(":", 1)[0]
+    async def commit_all() -> str:
+        async with mcp_client(base, ALICE) as again:
 
-        outcomes = await asyncio.gather(*(commit(h) for h in handles))
-    tally = {o: outcomes.count(o) for o in sorted(set(outcomes))}
-    return f"{count} concurrent commits of one tenant: " + ", ".join(f"{n} {o}" for o, n in tally.items())
+            async def commit(handle: str) -> str:
+                try:
+                    return str((await call(again, "commit_import", {"handle": handle}))["status"])
+                except RuntimeError as exc:
+                    return str(exc).split(":", 1)[0]
+
+            outcomes = await asyncio.gather(*(commit(h) for h in handles))
+        tally = {o: outcomes.count(o) for o in sorted(set(outcomes))}
+        return f"{count} concurrent commits of one tenant: " + ", ".join(f"{n} {o}" for o, n in tally.items())
+
+    return commit_all()
 
 
 async def case_abort(base: str, megabytes: int) -> tuple[str, Any]:
@@ -288,7 +294,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await record("bodies", limit, loaded)
             limit, loaded = await while_running(base, args.probe_calls, case_listens(base, args.listens))
             await record("listens", limit, loaded)
-            limit, loaded = await while_running(base, args.probe_calls, case_commits(base, args.commits))
+            limit, loaded = await while_running(
+                base, args.probe_calls, await case_commits(base, args.commits)
+            )
             await record("commits", limit, loaded)
             _, abort = await case_abort(base, args.abort_mb)
             limit, loaded = await while_running(base, args.probe_calls, abort)
