@@ -23,14 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select
-
 from adapter.domain.states import ImportState, OperationKind, OperationState, transition, transition_operation
 from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.tables import EventRow, OperationRow
+from adapter.store.quota_reads import event_details, recently_settled_commits
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
@@ -91,7 +89,7 @@ def late_commit_counts(ctx: ServiceContext) -> dict[str, int]:
     """{finding: events} of late commits found (what the metric shows)."""
     counts: dict[str, int] = {}
     with ctx.store.unit_of_work() as uow:
-        for detail in uow.session.scalars(select(EventRow.detail).where(EventRow.kind == LATE_COMMIT_EVENT)):
+        for detail in event_details(uow.session, LATE_COMMIT_EVENT):
             finding = str((detail or {}).get("finding", "unknown"))
             counts[finding] = counts.get(finding, 0) + 1
     return counts
@@ -105,17 +103,7 @@ def _watch_window(ctx: ServiceContext) -> timedelta:
 def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
     since = ctx.clock() - _watch_window(ctx)
     with ctx.store.unit_of_work() as uow:
-        rows = uow.session.execute(
-            select(OperationRow.import_id, OperationRow.status, OperationRow.error)
-            .where(
-                OperationRow.kind == OperationKind.COMMIT.value,
-                OperationRow.status.in_(_SETTLED),
-                OperationRow.updated_at >= since,
-                OperationRow.import_id.is_not(None),
-            )
-            .order_by(OperationRow.updated_at.desc())
-            .limit(limit)
-        )
+        rows = recently_settled_commits(uow.session, _SETTLED, since, limit)
         imports: list[str] = []
         for import_id, status, error in rows:
             believed_not_committed = (

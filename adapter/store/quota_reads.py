@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
-from adapter.store.tables import ImportRow, StagedRecordRow
+from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
 
 __all__ = [
     "delete_staged_range",
+    "event_details",
     "imports_with_leftover_records",
     "open_imports_of",
+    "recently_settled_commits",
     "staged_bytes_of_tenant",
 ]
 
@@ -63,3 +66,26 @@ def imports_with_leftover_records(
         .limit(limit)
     )
     return [(row.id, row.record_count, row.staged_bytes or 0) for row in session.execute(query)]
+
+
+def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
+    """The ``detail`` of every event of ``kind`` (the late-commit metric counts them by finding)."""
+    return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
+
+
+def recently_settled_commits(
+    session: Session, statuses: tuple[str, ...], since: datetime, limit: int
+) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """(import id, status, error) of commit operations in ``statuses`` changed since ``since``."""
+    query = (
+        select(OperationRow.import_id, OperationRow.status, OperationRow.error)
+        .where(
+            OperationRow.kind == "commit",
+            OperationRow.status.in_(statuses),
+            OperationRow.updated_at >= since,
+            OperationRow.import_id.is_not(None),
+        )
+        .order_by(OperationRow.updated_at.desc())
+        .limit(limit)
+    )
+    return [(str(i), str(s), e) for i, s, e in session.execute(query)]

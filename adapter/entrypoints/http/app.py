@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 
 from adapter import __version__
 from adapter.bootstrap import Kit
@@ -65,7 +66,9 @@ def create_app(
             # No resource_server_url: there is no OAuth authorization server behind these tokens, so
             # no protected-resource metadata may name one (a 401 says only "Bearer").
             "auth": AuthSettings(
-                issuer_url=public_url, resource_server_url=None, validate_token_resource=False
+                issuer_url=AnyHttpUrl(public_url),
+                resource_server_url=None,
+                validate_token_resource=False,
             ),
         }
     mcp_app = gateway.server.streamable_http_app(

@@ -44,7 +44,7 @@ class ModernEraGuard:
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key.lower() == name:
-            return value.decode("latin-1")
+            return bytes(value).decode("latin-1")
     return None
 
 

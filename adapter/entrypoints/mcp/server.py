@@ -40,8 +40,8 @@ from pydantic import ValidationError
 from adapter import __version__
 from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
-from adapter.domain.errors import AdapterError, HandleNotFound
-from adapter.domain.identity import HandleCodec
+from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest
+from adapter.domain.identity import HandleCodec, Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.identity import current_principal
@@ -147,7 +147,7 @@ class McpGateway:
         )
         return server
 
-    def _principal(self):
+    def _principal(self) -> Principal:
         return current_principal(auth_required=not self.settings.local_mode)
 
     # --- tools ---------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ class McpGateway:
         try:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
-            return tool_error("validation_error", _validation_message(exc))
+            return tool_error(InvalidRequest.code, _validation_message(exc))
         call = Call(self._principal(), self.service, ctx, params, self._confirm)
         try:
             out = await tool.run(call, args)
