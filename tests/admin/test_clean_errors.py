@@ -20,6 +20,7 @@ from adapter.config import load_settings
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.store import Store
+from tests.support.servers import serve_in_thread
 
 PROTOCOL_VERSION = "2026-07-28"
 SURROGATE = "\ud800"
@@ -142,7 +143,7 @@ def _read_only(db_url: str) -> str:
 
 
 def test_readyz_is_503_on_a_read_only_store(
-    store: Store, db_url: str, legacy_address: tuple[str, int], tmp_path: Path, serve_in_thread: Any
+    store: Store, db_url: str, legacy_address: tuple[str, int], tmp_path: Path
 ) -> None:
     host, port = legacy_address
     settings = load_settings(
