@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapter.domain.errors import AdapterError
+from adapter.domain.errors import QuotaExceeded  # the error tree holds it; re-exported here
 
 __all__ = ["QuotaExceeded", "Quotas"]
 
@@ -27,14 +27,3 @@ class Quotas:
     max_listens_per_principal: int = 8
     max_uris_per_listen: int = 100
     delete_batch_size: int = 2000
-
-
-class QuotaExceeded(AdapterError):
-    """New work refused because a quota is reached; ``setting`` names the ADAPTER_* variable."""
-
-    code = "quota_exceeded"
-
-    def __init__(self, what: str, setting: str, limit: int) -> None:
-        super().__init__(f"{what} (ADAPTER_{setting.upper()}={limit})")
-        self.setting = setting
-        self.limit = limit
