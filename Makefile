@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast typecheck demo serve lint bench clean conformance
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance interop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,16 @@ $(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
 
 conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python conformance/run.py
+
+# A third-party MCP server for the host kit's tests (tests/host): @modelcontextprotocol/server-everything
+# and Node 22 from the npm registry, pinned by interop/package-lock.json. Without it those tests skip.
+INTEROP_STAMP := interop/node_modules/.installed-stamp
+
+$(INTEROP_STAMP): interop/package.json interop/package-lock.json
+	cd interop && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+interop: $(INTEROP_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
