@@ -20,6 +20,7 @@ from adapter.ports.targets import port_targets
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
 from adapter.services.targets import TargetRules
+from adapter.startup import create_owner_only
 from adapter.store import Store
 
 __all__ = ["Kit", "build", "build_legacy_port", "commit_policy_for", "engine_options"]
@@ -90,6 +91,7 @@ def build(
 ) -> Kit:
     """Wire a kit. ``legacy``, ``store`` and ``commit_policy`` replace what the settings would give
     (tests pass millisecond retry waits, which are no setting, so nothing reaches into the services)."""
+    create_owner_only(settings)  # local mode: the database and legacy files are the owner's only
     store = store or Store.from_url(settings.database_url, **engine_options(settings))
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
@@ -116,6 +118,7 @@ def build(
         commit_policy=commit_policy or commit_policy_for(settings),
         default_ttl_seconds=default_ttl,
         targets=targets,
+        quotas=settings.quotas(),
     )
     return Kit(
         settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)

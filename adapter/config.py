@@ -15,6 +15,8 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from adapter.domain.quotas import Quotas
+
 __all__ = ["ConfigError", "Settings", "ensure_secret_file", "load_settings"]
 
 
@@ -50,8 +52,26 @@ class Settings(BaseSettings):
     db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
     event_catch_up_seconds: float = Field(default=1.0, gt=0)
     # --- operations (admin API, dashboard) ---
-    admin_token: str | None = Field(default=None, min_length=16)
-    admin_readonly_token: str | None = Field(default=None, min_length=16)
+    admin_token: str | None = None
+    admin_readonly_token: str | None = None
+    # --- limits before authentication, operator sessions (docs/operations.md, "Limits") ---
+    max_body_bytes: int | None = Field(default=None, ge=1024)
+    admin_max_body_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
+    api_docs: bool = False
+    dashboard_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    operator_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
+    login_max_failures: int = Field(default=5, ge=1, le=1000)
+    login_failure_window_seconds: float = Field(default=60.0, gt=0)
+    # --- quotas and fairness (adapter/domain/quotas.py; docs/operations.md, "Quotas") ---
+    max_records_per_import: int = Field(default=100_000, ge=1, le=100_000_000)
+    max_import_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    max_open_imports_per_principal: int = Field(default=100, ge=1)
+    max_staged_bytes_per_tenant: int = Field(default=2048 * 1024 * 1024, ge=1024)
+    max_commits_per_tenant: int = Field(default=4, ge=1)
+    legacy_sessions: int = Field(default=16, ge=1, le=1000)
+    max_listens_per_principal: int = Field(default=8, ge=1)
+    max_uris_per_listen: int = Field(default=100, ge=1, le=10_000)
+    delete_batch_size: int = Field(default=2000, ge=1, le=100_000)
     # --- reconciliation and retention ---
     reconcile_interval_seconds: float = Field(default=5.0, gt=0)
     unknown_grace_seconds: float = Field(default=30.0, ge=0)
@@ -65,14 +85,14 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     local_ttl_seconds: int = Field(default=900, ge=10)
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
-    confirm_max_seconds: int = Field(default=600, ge=10)
+    confirm_max_seconds: int = Field(default=600, ge=10, le=3600)
     # --- how the server presents itself (two wrapped systems side by side stay distinguishable) ---
     server_name: str = Field(default="legacy-import-adapter", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     server_title: str = Field(default="Legacy import adapter", min_length=1, max_length=200)
     server_instructions: str | None = Field(default=None, min_length=1, max_length=8000)
     tool_prefix: str = Field(default="", pattern=r"^([a-z][a-z0-9]{0,15}_)?$")
 
-    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @field_validator("allowed_origins", "allowed_hosts", "dashboard_allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):
@@ -85,6 +105,25 @@ class Settings(BaseSettings):
         if value != "embedded" and not value.startswith("tcp://"):
             raise ValueError("must be 'embedded' or tcp://HOST:PORT")
         return value
+
+    @field_validator("admin_token", "admin_readonly_token")
+    @classmethod
+    def _admin_token(cls, value: str | None) -> str | None:
+        """An admin token guards every operation of every tenant: refuse one that can be guessed."""
+        if value is None:
+            return None
+        if len(value) < 32:
+            raise ValueError("must be at least 32 characters")
+        if len(set(value)) == 1:
+            raise ValueError("must not be one character repeated")
+        return value
+
+    def quotas(self) -> Quotas:
+        return Quotas(**{name: getattr(self, name) for name in Quotas.__dataclass_fields__})
+
+    def body_limit(self) -> int:
+        """Bytes of one HTTP request body: ADAPTER_MAX_BODY_BYTES, else room for one full add call."""
+        return self.max_body_bytes or self.max_records_per_call * self.max_record_bytes + 1024 * 1024
 
     @field_validator("secret")
     @classmethod

@@ -294,6 +294,8 @@ def build_kit(database_url: str, address: Address, config: CampaignConfig) -> tu
         commit_chunk_size=config.chunk_size,
         lease_seconds=config.lease_seconds,
         unknown_grace_seconds=config.unknown_grace_seconds,
+        # One tenant stands in for many clients here: its concurrent commits are the point, not a quota.
+        max_commits_per_tenant=1000,
     )
     losing = LosingPort(SimulatorPort.tcp(*address, timeout=config.legacy_timeout))
     kit = build(settings, legacy=losing)

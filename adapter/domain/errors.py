@@ -16,6 +16,7 @@ record contents, tokens or handles.
     |-- IdempotencyKeyReused (idempotency_key_reused)
     |-- InvalidState (invalid_state)                   the action does not apply in this state
     |-- LimitExceeded (limit_exceeded)
+    |-- QuotaExceeded (quota_exceeded)                 new work over a quota (adapter/domain/quotas.py)
     |-- InvalidRequest (validation_error)
     |   `-- InvalidBody (invalid_body)                 an HTTP body that is not JSON (admin API)
     |-- InvalidCursor (invalid_cursor)                 tampered, expired, another list's or principal's
@@ -59,6 +60,7 @@ __all__ = [
     "LegacyUnavailable",
     "LimitExceeded",
     "OperationNotFound",
+    "QuotaExceeded",
     "StoreConflict",
     "StoreError",
     "StoreUnavailable",
@@ -107,6 +109,18 @@ class InvalidState(AdapterError):
 
 class LimitExceeded(AdapterError):
     code = "limit_exceeded"
+
+
+class QuotaExceeded(AdapterError):
+    """New work refused because a quota is reached; ``setting`` names the ADAPTER_* variable.
+    Nothing already accepted is touched (see adapter/services/quotas.py)."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, what: str, setting: str, limit: int) -> None:
+        super().__init__(f"{what} (ADAPTER_{setting.upper()}={limit})")
+        self.setting = setting
+        self.limit = limit
 
 
 class InvalidRequest(AdapterError):

@@ -54,7 +54,7 @@ class HandleCodec:
     @staticmethod
     def digest(handle: str) -> str:
         """The only form of a handle the store keeps (also safe to put in logs)."""
-        return hashlib.sha256(handle.encode()).hexdigest()
+        return hashlib.sha256(handle.encode("utf-8", "surrogatepass")).hexdigest()
 
     @staticmethod
     def looks_like_handle(value: str) -> bool:

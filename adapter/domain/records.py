@@ -44,7 +44,11 @@ def encode_records(records: Sequence[Any], limits: Limits) -> list[str]:
             text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"record {position} is not valid JSON") from exc
-        if len(text.encode()) > limits.max_record_bytes:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:  # a lone surrogate: no store can keep it as UTF-8
+            raise InvalidRequest(f"record {position} contains a lone surrogate") from None
+        if size > limits.max_record_bytes:
             raise LimitExceeded(f"record {position} is larger than {limits.max_record_bytes} bytes")
         encoded.append(text)
     return encoded

@@ -47,6 +47,15 @@ class Finding(StrEnum):
     COMMITTED_AFTER_RECONCILED_NOT_COMMITTED = "committed_after_reconciled_not_committed"
     """A worker's COMMIT landed after the reconciler had recorded ``not_committed``, and the import
     had moved on meanwhile: a person must decide."""
+    # Late commits found by asking again (adapter/services/late_commits.py):
+    EARLIER_COMMIT_LANDED = "earlier_commit_landed"
+    """Before a COMMIT: a batch under an earlier commit operation's reference of the same import."""
+    LATE_COMMIT_RECORDED = "late_commit_recorded"
+    """A batch appeared under a ``not_committed`` reference and is the import's only one: recorded."""
+    SECOND_BATCH = "second_batch"
+    """A batch appeared under a ``not_committed`` reference while the import has another batch."""
+    COMMITTED_AFTER_IMPORT_MOVED_ON = "committed_after_import_moved_on"
+    """A batch appeared under a ``not_committed`` reference after the import was aborted or expired."""
 
 
 class OperatorAction(StrEnum):
@@ -85,6 +94,7 @@ class EventKind(StrEnum):
     OPERATION_ATTEMPT_FAILED = "operation.attempt_failed"
     OPERATION_LATE_COMMIT_RECORDED = "operation.late_commit_recorded"
     OPERATION_RECONCILED = "operation.reconciled"
+    OPERATION_LATE_COMMIT_FOUND = "operation.late_commit_found"
     COMPENSATION_ATTEMPT = "compensation.attempt"
 
     @classmethod

@@ -18,8 +18,10 @@ __all__ = ["main"]
 
 
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from adapter.startup import create_owner_only
     from adapter.store.migrate import upgrade
 
+    create_owner_only(settings)
     upgrade(settings.database_url, args.revision)
     print(f"database migrated to {args.revision}")
     return 0

@@ -18,6 +18,7 @@ from adapter.config import ConfigError, Settings
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.server import McpGateway
+from adapter.startup import check_serving
 
 __all__ = ["configure_logging", "serve_http", "serve_stdio"]
 
@@ -46,6 +47,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
         raise ConfigError(
             "local mode (ADAPTER_TOKENS not set) serves loopback only; set ADAPTER_TOKENS to bind " + host
         )
+    check_serving(settings)
     configure_logging()
     kit = build(settings)
     try:
@@ -64,6 +66,7 @@ def serve_stdio(settings: Settings) -> int:
     """Serve one host over stdio. The host started this process, so it is the one local principal;
     bearer tokens belong to HTTP and are ignored here."""
     settings = settings.model_copy(update={"tokens": None})
+    check_serving(settings)
     configure_logging()
     kit = build(settings)
     gateway = McpGateway(kit.service, settings)

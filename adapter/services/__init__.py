@@ -21,6 +21,7 @@ from adapter.services.imports import add_records, begin_import, import_status
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
+from adapter.services.quotas import Slots
 from adapter.services.reconcile import Resolution, reconcile_operation, reconcile_pass
 
 __all__ = [
@@ -39,6 +40,13 @@ class ImportService:
 
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
+        # Each commit holds a legacy session for its whole replay: bounded per tenant and in all.
+        self.commit_slots = Slots(
+            ctx.quotas.max_commits_per_tenant,
+            "max_commits_per_tenant",
+            total=ctx.quotas.legacy_sessions,
+            total_setting="legacy_sessions",
+        )
 
     def begin(
         self,
@@ -67,15 +75,16 @@ class ImportService:
         cancel: CancelToken | None = None,
         expect: CommitSubject | None = None,
     ) -> CommitResult:
-        return commit_import(
-            self.ctx,
-            principal,
-            handle,
-            idempotency_key=idempotency_key,
-            progress=progress,
-            cancel=cancel,
-            expect=expect,
-        )
+        with self.commit_slots.hold(principal.tenant, "commits of this tenant"):
+            return commit_import(
+                self.ctx,
+                principal,
+                handle,
+                idempotency_key=idempotency_key,
+                progress=progress,
+                cancel=cancel,
+                expect=expect,
+            )
 
     def confirmation_subject(self, principal: Principal, handle: str) -> CommitSubject | None:
         """What a commit confirmation would describe now (None: nothing to confirm)."""

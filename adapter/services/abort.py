@@ -27,6 +27,7 @@ from adapter.ports.legacy import LegacyError
 from adapter.services.access import find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
+from adapter.services.quotas import discard_in_batches
 from adapter.services.retries import legacy_retrying
 from adapter.store.tables import CompensationRow, ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -41,6 +42,8 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
     (reconciliation must decide first, or an abort could race a commit that did land).
     """
 
+    dropped: list[tuple[str, int, int]] = []
+
     def step() -> str:
         with ctx.store.unit_of_work() as uow:
             row = find_import(uow, principal, handle)
@@ -48,15 +51,17 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
                 return row.state
             if row.state == ImportState.OPEN.value:
                 transition(row, ImportState.ABORTED)
-                uow.records.discard(row.id)
                 uow.events.record(EventKind.IMPORT_ABORTED, import_id=row.id, state=row.state)
                 uow.commit()
+                dropped.append((row.id, row.record_count, row.staged_bytes or 0))
                 return row.state
             if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
                 return "compensate"
             raise InvalidState(f"an import that is {row.state} cannot be aborted now")
 
     outcome = retry_on_conflict(step)
+    for import_id, count, size in dropped:  # after the state change, in short transactions (quotas.py)
+        discard_in_batches(ctx, import_id, count, size)
     if outcome == "compensate":
         with ctx.store.unit_of_work() as uow:
             import_id = find_import(uow, principal, handle).id

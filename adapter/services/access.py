@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 from adapter.domain.errors import HandleExpired, HandleNotFound
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.domain.states import ImportState
+from adapter.domain.text import require_storable
 from adapter.store.tables import ImportRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -32,7 +33,10 @@ def owns(principal: Principal, row: Owned) -> bool:
 
 def handle_digest(handle: str) -> str:
     """The digest to look ``handle`` up by; HandleNotFound for something that is no handle at all."""
-    if not isinstance(handle, str) or not HandleCodec.looks_like_handle(handle):
+    if not isinstance(handle, str):
+        raise HandleNotFound()
+    require_storable(handle=handle)
+    if not HandleCodec.looks_like_handle(handle):
         raise HandleNotFound()
     return HandleCodec.digest(handle)
 

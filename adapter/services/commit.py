@@ -59,6 +59,7 @@ from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.findings import judge
 from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict, validate_key
+from adapter.services.late_commits import earlier_batch_committed, earlier_batch_refs
 from adapter.services.leases import Heartbeat, new_lease_owner, release_lease, take_lease
 from adapter.services.progress import ProgressReporter
 from adapter.services.retries import legacy_retrying
@@ -97,6 +98,7 @@ class _Claim:
     lease_owner: str  # this run's own lease owner (see leases.new_lease_owner)
     ask_first: bool = False  # the operation ran before: ask whether its batch landed before committing
     target: str = ""  # the import's target, passed to the legacy session's begin
+    earlier_refs: tuple[str, ...] = ()  # the import's other commit operations (late_commits.py)
 
 
 @dataclass(slots=True)
@@ -175,7 +177,27 @@ def commit_import(
         reporter.close()  # the last report comes before the result
     if outcome is None:
         return _current_answer(ctx, claim)  # a reconciler took over and records the outcome
-    return _finish(ctx, claim, outcome)  # 4. finish
+    try:
+        return _finish(ctx, claim, outcome)  # 4. finish
+    except Exception as exc:
+        if outcome.status not in (OperationState.SUCCEEDED, OperationState.OUTCOME_UNKNOWN):
+            raise  # COMMIT was not sent: nothing to be unsure about
+        # COMMIT was sent but the store did not take the record of it: the caller gets
+        # outcome_unknown with its operation id; once the lease runs out the reconciler asks the
+        # legacy system and records the truth.
+        log.error("commit %s: recording the outcome failed (%s)", claim.operation_id, type(exc).__name__)
+        return _unknown_answer(claim)
+
+
+def _unknown_answer(claim: _Claim) -> CommitResult:
+    return CommitResult(
+        handle=claim.handle,
+        status=CommitAnswer.OUTCOME_UNKNOWN,
+        operation_id=claim.operation_id,
+        legacy_batch_id=None,
+        record_count=claim.total,
+        replayed=False,
+    )
 
 
 # --- 1. claim ------------------------------------------------------------------------------------
@@ -260,6 +282,7 @@ def _claim(
             lease_owner=owner,
             ask_first=reuse is not None,
             target=row.target,
+            earlier_refs=earlier_batch_refs(uow, row.id, operation.id),
         )
 
 
@@ -311,6 +334,11 @@ def _run(
     except _EXPECTED as exc:
         return _outcome_of(claim, exc)
     except BaseException as exc:
+        if run.commit_sent and isinstance(exc, Exception):
+            # COMMIT went out, then something failed (the store, most likely): only the legacy
+            # system knows whether the batch is in, so the answer is outcome_unknown.
+            log.error("commit %s: failed after COMMIT was sent (%s)", claim.operation_id, type(exc).__name__)
+            return _unknown()
         with contextlib.suppress(Exception):
             _finish(ctx, claim, _unknown() if run.commit_sent else _failed(AdapterError.code, exc))
         raise
@@ -374,6 +402,11 @@ def _attempt(
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
     _set_recovery_point(ctx, claim, RecoveryPoint.REPLAYING, attempt=True)
+    # An earlier commit of this import may have landed late (after it was judged not_committed):
+    # a COMMIT now would make a second batch.
+    earlier = earlier_batch_committed(ctx, claim.earlier_refs)
+    if earlier is not None:
+        raise _NeedsOperator(*earlier)
     if claim.ask_first:
         landed = _ask_first(ctx, claim)
         if landed is not None:

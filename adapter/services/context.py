@@ -12,6 +12,7 @@ from datetime import datetime
 
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
+from adapter.domain.quotas import Quotas
 from adapter.domain.records import Limits
 from adapter.ports.legacy import LegacyPort
 from adapter.ports.targets import ANY_TARGET
@@ -70,6 +71,7 @@ class ServiceContext:
     cursors: CursorCodec
     limits: Limits = field(default_factory=Limits)
     commit_policy: CommitPolicy = field(default_factory=CommitPolicy)
+    quotas: Quotas = field(default_factory=Quotas)
     default_ttl_seconds: int = 3600
     worker_id: str = field(default_factory=default_worker_id)
     clock: Callable[[], datetime] = utcnow

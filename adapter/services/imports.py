@@ -11,15 +11,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapter.domain.confirmation import valid_target
-from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
+from adapter.domain.errors import InvalidRequest, InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
+from adapter.domain.text import require_storable
 from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
 from adapter.domain.vocabulary import EventKind
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once, validate_key
+from adapter.services.quotas import check_add, check_begin, check_tenant_bytes
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -29,6 +31,7 @@ def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -
     limits = ctx.limits
     if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:
         raise InvalidRequest(f"target must be a non-empty string of at most {limits.max_target_length} chars")
+    require_storable(target=target)
     if not valid_target(target):  # it is shown to people in the commit confirmation: an identifier only
         raise InvalidRequest(
             "target must be an identifier: ASCII letters and digits, then also _ . : / - (no spaces)"
@@ -60,6 +63,7 @@ def begin_import(
     request = fingerprint("begin", {"target": target, "ttl": ttl})
 
     def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
+        check_begin(ctx, uow, principal)
         import_id = new_id()
         expires_at = ctx.clock() + timedelta(seconds=ttl)
         handle = ctx.codec.handle_for(import_id)
@@ -109,6 +113,8 @@ def add_records(
     """Stage ``records`` durably after those already staged, in order; all or nothing."""
     key = validate_key(idempotency_key)
     encoded = encode_records(records, ctx.limits)
+    size = sum(len(text.encode()) for text in encoded)
+    check_tenant_bytes(ctx, principal, size, key)
     content = hashlib.sha256("\n".join(encoded).encode()).hexdigest()
     request = fingerprint("add", {"handle": ctx.codec.digest(handle), "records": content, "n": len(encoded)})
 
@@ -117,10 +123,10 @@ def add_records(
         if row.state != ImportState.OPEN.value:
             raise InvalidState(f"records can only be added to an open import; this one is {row.state}")
         ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
-        if row.record_count + len(encoded) > ctx.limits.max_records_per_import:
-            raise LimitExceeded(f"an import holds at most {ctx.limits.max_records_per_import} records")
+        check_add(ctx, uow, row, len(encoded), size)
         first_seq = row.record_count + 1
         row.record_count += len(encoded)
+        row.staged_bytes = (row.staged_bytes or 0) + size
         uow.flush()  # claims the import row (version check) before the records take their positions
         uow.records.stage(row.id, first_seq, encoded)
         operation.import_id = row.id

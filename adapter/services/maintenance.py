@@ -14,6 +14,8 @@ from datetime import timedelta
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import resume_compensations
 from adapter.services.context import ServiceContext
+from adapter.services.late_commits import watch_recent_verdicts
+from adapter.services.quotas import discard_leftovers
 from adapter.services.reconcile import Resolution, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
 from adapter.store.locks import try_named_lock
@@ -36,12 +38,14 @@ def run_maintenance(
 ) -> MaintenanceReport:
     """One pass. ``retention`` None skips the purge (it need not run every few seconds)."""
     resolutions = reconcile_pass(ctx)
+    watch_recent_verdicts(ctx)  # a COMMIT that landed after its not_committed verdict
     try:
         compensations = resume_compensations(ctx)
     except LegacyError:
         log.info("resuming compensations postponed: the legacy system is unavailable")
         compensations = []
     expired = expire_open_imports(ctx)
+    discard_leftovers(ctx)  # staged records an abort or expiry left when its process stopped
     purged = _purge_once(ctx, retention, purge_batch) if retention is not None else None
     return MaintenanceReport(resolutions, compensations, expired, purged)
 

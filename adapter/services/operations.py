@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapter.domain.errors import InvalidRequest, OperationNotFound
 from adapter.domain.identity import Principal
+from adapter.domain.text import require_storable
 from adapter.domain.views import HistoryEntry, OperationView
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import validate_key
@@ -22,6 +23,7 @@ def operation_status(
     """Find an operation by id or by idempotency key. Another principal's gets OperationNotFound."""
     if (operation_id is None) == (idempotency_key is None):
         raise InvalidRequest("give exactly one of operation_id and idempotency_key")
+    require_storable(operation_id=operation_id)
     with ctx.store.unit_of_work() as uow:
         if operation_id is not None:
             row = uow.operations.get(operation_id) if isinstance(operation_id, str) else None

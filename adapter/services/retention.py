@@ -19,6 +19,7 @@ from adapter.domain.states import IMPORT_FINAL, OPERATION_FINISHED, ImportState,
 from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
+from adapter.services.quotas import discard_in_batches
 from adapter.store.repositories import RetentionRepository
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
@@ -39,17 +40,19 @@ class PurgeReport:
 def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
     """Mark open imports past their expiry as expired and drop their staged records."""
 
-    def step() -> int:
+    def step() -> list[tuple[str, int, int]]:
         with ctx.store.unit_of_work() as uow:
             rows = uow.imports.past_expiry(ImportState.OPEN.value, ctx.clock(), limit)
             for row in rows:
                 transition(row, ImportState.EXPIRED)
-                uow.records.discard(row.id)
                 uow.events.record(EventKind.IMPORT_EXPIRED, import_id=row.id, state=row.state)
             uow.commit()
-            return len(rows)
+            return [(row.id, row.record_count, row.staged_bytes or 0) for row in rows]
 
-    return retry_on_conflict(step)
+    expired = retry_on_conflict(step)
+    for import_id, count, size in expired:  # after the state change, in short transactions (quotas.py)
+        discard_in_batches(ctx, import_id, count, size)
+    return len(expired)
 
 
 def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 500) -> PurgeReport:

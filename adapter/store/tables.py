@@ -86,6 +86,7 @@ class ImportRow(Base):
     target: Mapped[str] = mapped_column(String(200))
     state: Mapped[str] = mapped_column(String(32))
     record_count: Mapped[int] = mapped_column(Integer, default=0)
+    staged_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")  # for quotas
     legacy_batch_id: Mapped[str | None] = mapped_column(String(100))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -210,3 +211,15 @@ class EventRow(Base):
     state: Mapped[str | None] = mapped_column(String(32))
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OperatorSessionRow(Base):
+    """A dashboard login: the cookie holds a random id, the store only its SHA-256 (a database copy
+    holds no usable session). Logout deletes the row; an expired row is refused and purged."""
+
+    __tablename__ = "operator_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

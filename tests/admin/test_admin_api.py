@@ -228,9 +228,25 @@ def test_no_or_a_wrong_token_is_401(server: Any, alice: Principal) -> None:
         ):
             assert response.status_code == 401, response.text
             assert response.headers["www-authenticate"] == "Bearer"
-    # The dashboard's cookie is accepted too.
-    by_cookie = server.http.get(server.url + OPS, headers={"Cookie": f"adapter_admin={server.viewer_token}"})
+    # The dashboard's cookie (a session opened by its login form) is accepted too; the token is not.
+    by_cookie = server.http.get(server.url + OPS, headers={"Cookie": f"adapter_admin={_session(server)}"})
     assert by_cookie.status_code == 200
+    raw = server.http.get(server.url + OPS, headers={"Cookie": f"adapter_admin={server.viewer_token}"})
+    assert raw.status_code == 401
+
+
+def _session(server: Any, token: str | None = None) -> str:
+    """A dashboard session id, from the login form."""
+    login = server.http.post(
+        server.url + "/admin/ui/login",
+        data={"token": token or server.viewer_token},
+        headers={"Origin": server.url},
+    )
+    assert login.status_code == 303, login.text
+    session = login.cookies.get("adapter_admin")
+    server.http.cookies.clear()  # each request below says itself which cookie it sends
+    assert session
+    return str(session)
 
 
 def test_the_dashboard_cookie_alone_cannot_act_through_the_api(
@@ -238,7 +254,8 @@ def test_the_dashboard_cookie_alone_cannot_act_through_the_api(
 ) -> None:
     """A browser attaches the cookie to any request it is tricked into sending; actions need the header."""
     unknown = server.outcome_unknown(alice, legacy_engine)
-    cookie = {"Cookie": f"adapter_admin={server.operator_token}", "Origin": "http://127.0.0.1:1"}
+    session = _session(server, server.operator_token)
+    cookie = {"Cookie": f"adapter_admin={session}", "Origin": "http://127.0.0.1:1"}
 
     refused = server.http.post(f"{server.url}{OPS}/{unknown.operation_id}/reconcile", headers=cookie)
 

@@ -17,6 +17,7 @@ TABLES = {
     "events",
     "audit_records",
     "confirmation_rounds",
+    "operator_sessions",
 }
 
 

@@ -1,9 +1,11 @@
 """FastAPI dependencies of the admin side: the operator's identity and role, and the services.
 
 Two roles: ``operator`` (ADAPTER_ADMIN_TOKEN, may act) and ``viewer``
-(ADAPTER_ADMIN_READONLY_TOKEN, GET only). The token comes as ``Authorization: Bearer`` or, for the
-dashboard in a browser, as the ``adapter_admin`` cookie set by the login form. No token or a wrong
-one is 401; a viewer acting is 403; with no admin token configured, /admin does not exist (404).
+(ADAPTER_ADMIN_READONLY_TOKEN, GET only). The token comes as ``Authorization: Bearer``; the
+dashboard in a browser instead sends the ``adapter_admin`` cookie set by the login form, which holds
+a server-side session id (adapter/services/operator_sessions.py), never the token. No credential or
+a wrong one is 401; a viewer acting is 403; with no admin token configured, /admin does not exist
+(404).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi import Depends, HTTPException, Request, status
 
 from adapter.config import Settings
 from adapter.services.admin import AdminService
+from adapter.services.operator_sessions import LoginThrottle, OperatorSessions
 
 __all__ = [
     "COOKIE",
@@ -25,7 +28,10 @@ __all__ = [
     "admin_enabled",
     "admin_of",
     "identify",
+    "identify_request",
+    "login_throttle_of",
     "require_enabled",
+    "sessions_of",
     "settings_of",
     "token_of",
 ]
@@ -54,10 +60,36 @@ def identify(settings: Settings, token: str | None) -> Identity | None:
 
 
 def token_of(request: Request) -> str | None:
+    """The bearer token of the Authorization header (the cookie is a session, not a token)."""
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         return header[7:].strip()
-    return request.cookies.get(COOKIE)
+    return None
+
+
+def sessions_of(request: Request) -> OperatorSessions:
+    return request.app.state.operator_sessions  # type: ignore[no-any-return]
+
+
+def login_throttle_of(request: Request) -> LoginThrottle:
+    return request.app.state.login_throttle  # type: ignore[no-any-return]
+
+
+def identify_request(request: Request) -> Identity | None:
+    """Who is asking: the bearer token if one is sent, else the dashboard session of the cookie.
+
+    A session's role counts only while that role's token is still configured: removing the token
+    (and restarting) ends its sessions too.
+    """
+    settings = settings_of(request)
+    token = token_of(request)
+    if token is not None:
+        return identify(settings, token)
+    role = sessions_of(request).role_of(request.cookies.get(COOKIE))
+    configured = {"operator": settings.admin_token, "viewer": settings.admin_readonly_token}
+    if role is not None and configured.get(role):
+        return Identity(role=role, actor=role)  # type: ignore[arg-type]
+    return None
 
 
 def settings_of(request: Request) -> Settings:
@@ -77,8 +109,8 @@ def require_enabled(request: Request) -> Settings:
 
 
 def require_viewer(request: Request) -> Identity:
-    settings = require_enabled(request)
-    identity = identify(settings, token_of(request))
+    require_enabled(request)
+    identity = identify_request(request)
     if identity is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,

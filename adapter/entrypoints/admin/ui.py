@@ -2,19 +2,22 @@
 
 Pages (all ``GET`` unless noted)::
 
-    /admin/ui/login                          the login form; POST checks the token and sets the cookie
-    /admin/ui/logout                  POST   clears the cookie
+    /admin/ui/login                          the login form; POST checks the token, opens a session
+    /admin/ui/logout                  POST   revokes the session and clears the cookie
     /admin/ui                                counts by status, reconciliation lag, filterable operations
     /admin/ui/operations/{id}                one operation: fields, import, timeline, lease, audit
     /admin/ui/operations/{id}/{action}  POST reconcile | compensate | resolve (operators only)
     /admin/ui/static/{name}                  the stylesheet
 
 Authentication is the admin API's (``deps.py``): the operator token (ADAPTER_ADMIN_TOKEN) or the
-read-only token (ADAPTER_ADMIN_READONLY_TOKEN), sent as ``Authorization: Bearer`` or as the
+read-only token (ADAPTER_ADMIN_READONLY_TOKEN), sent as ``Authorization: Bearer``, or the
 ``adapter_admin`` cookie that the login form sets (HttpOnly, SameSite=Strict, Path=/admin, Secure
-when served over HTTPS). Without a valid token a page redirects to the login form; with no admin
-token configured every path here is 404, as in the API. Viewers see no action buttons, and an action
-POSTed by a viewer is 403. Actions are audited with ``identity.actor`` (the role, never the token).
+when served over HTTPS). The cookie holds a random server-side session id, never the token; it
+expires after ADAPTER_OPERATOR_SESSION_SECONDS and logout revokes it. Failed logins are limited per
+client address (ADAPTER_LOGIN_MAX_FAILURES per ADAPTER_LOGIN_FAILURE_WINDOW_SECONDS, then 429).
+Without a valid token a page redirects to the login form; with no admin token configured every
+path here is 404, as in the API. Viewers see no action buttons, and an action POSTed by a viewer is
+403. Actions are audited with ``identity.actor`` (the role, never the token).
 
 CSRF: every POST (login, logout, actions) is refused with 403 unless the request proves it comes
 from a page of this very site:
@@ -22,8 +25,10 @@ from a page of this very site:
 1. the cookie is ``SameSite=Strict``, so a browser does not send it on a request started by
    another site (a cross-site form POST arrives without credentials);
 2. the ``Origin`` header (or, when a browser sends none, the ``Referer``) must name the host the
-   request was sent to (its ``Host`` header), or be listed exactly in ADAPTER_ALLOWED_ORIGINS (for
-   a reverse proxy that rewrites ``Host``). A POST that carries neither header is refused too.
+   request was sent to (its ``Host`` header), or be listed exactly in
+   ADAPTER_DASHBOARD_ALLOWED_ORIGINS (for a reverse proxy that rewrites ``Host``), never in
+   ADAPTER_ALLOWED_ORIGINS (browser MCP clients, which may live on another port of this host and so
+   be "same-site"). A POST that carries neither header is refused too.
    Pages are sent with ``Referrer-Policy: same-origin`` so our own forms always carry a Referer.
 
 Pages also carry a Content-Security-Policy without inline scripts, and ``frame-ancestors 'none'``
@@ -55,8 +60,10 @@ from adapter.entrypoints.admin.deps import (
     Identity,
     admin_of,
     identify,
+    identify_request,
+    login_throttle_of,
     require_enabled,
-    token_of,
+    sessions_of,
 )
 from adapter.entrypoints.admin.errors import MAPPED, as_adapter_error, error_status
 from adapter.services.admin import OperationFilter
@@ -65,7 +72,6 @@ __all__ = ["router"]
 
 PREFIX = "/admin/ui"
 COOKIE_PATH = "/admin"
-COOKIE_MAX_AGE = 8 * 3600  # a working day; the cookie is the token, so it should not live for ever
 PAGE_SIZE = 25
 ACTIONS = tuple(OperatorAction)
 FILTER_FIELDS = ("status", "kind", "principal", "tenant", "import_id", "idempotency_key")
@@ -263,7 +269,7 @@ def _safe_next(value: str | None) -> str:
 
 
 def _viewer(request: Request, settings: Annotated[Settings, Depends(require_enabled)]) -> Identity:
-    identity = identify(settings, token_of(request))
+    identity = identify_request(request)
     if identity is None:
         wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         target = PREFIX + "/login"
@@ -285,9 +291,8 @@ def _same_site(request: Request, settings: Annotated[Settings, Depends(require_e
         else:
             origin = None
     host = request.headers.get("host", "")
-    if origin and (
-        (host and urlsplit(origin).netloc.lower() == host.lower()) or origin in settings.allowed_origins
-    ):
+    trusted = settings.dashboard_allowed_origins
+    if origin and ((host and urlsplit(origin).netloc.lower() == host.lower()) or origin in trusted):
         return
     raise _Page(
         status.HTTP_403_FORBIDDEN,
@@ -321,7 +326,7 @@ def login_form(
     next: Annotated[str | None, Query(max_length=2000)] = None,
     logged_out: bool = False,
 ) -> Response:
-    who = identify(settings, token_of(request))
+    who = identify_request(request)
     if who is not None:
         return RedirectResponse(_safe_next(next), status.HTTP_303_SEE_OTHER)
     context = {"next": _safe_next(next), "error": None, "logged_out": logged_out}
@@ -335,8 +340,23 @@ def login(
     token: Annotated[str, Form(max_length=1000)] = "",
     next: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
+    client = request.client.host if request.client else "unknown"
+    throttle = login_throttle_of(request)
+    wait = throttle.retry_after(client)
+    if wait > 0:  # too many wrong tokens from this address: not even checked until the window passes
+        context = {
+            "next": _safe_next(next),
+            "error": f"Too many failed logins. Try again in {math.ceil(wait)} s.",
+            "logged_out": False,
+        }
+        response = _render(
+            request, "login.html", context, status_code=status.HTTP_429_TOO_MANY_REQUESTS, who=None
+        )
+        response.headers["Retry-After"] = str(math.ceil(wait))
+        return response
     who = identify(settings, token.strip())
     if who is None:
+        throttle.failed(client)
         context = {
             "next": _safe_next(next),
             "error": "That token is not valid for this dashboard.",
@@ -346,8 +366,8 @@ def login(
     response = RedirectResponse(_safe_next(next), status.HTTP_303_SEE_OTHER)
     response.set_cookie(
         COOKIE,
-        token.strip(),
-        max_age=COOKIE_MAX_AGE,
+        sessions_of(request).open(who.role),
+        max_age=settings.operator_session_seconds,
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
@@ -358,6 +378,7 @@ def login(
 
 @router.post("/logout", dependencies=[SameSite])
 def logout(request: Request, settings: Annotated[Settings, Depends(require_enabled)]) -> Response:
+    sessions_of(request).revoke(request.cookies.get(COOKIE))
     response = RedirectResponse(PREFIX + "/login?logged_out=1", status.HTTP_303_SEE_OTHER)
     response.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
     return response
@@ -446,6 +467,8 @@ def _detail(
         detail = admin_of(request).get_operation(operation_id)
     except OperationNotFound:
         raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
+    except InvalidRequest as exc:  # an id no database can hold (NUL, a lone surrogate)
+        raise _Page(status.HTTP_400_BAD_REQUEST, "Invalid request", exc.message) from None
     done = extra.pop("done", None)
     if done in ACTIONS:
         # The message comes from the audit trail, not from the URL: a link cannot put words here.

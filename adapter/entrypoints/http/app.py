@@ -25,11 +25,14 @@ from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.http.limits import BodyLimit, HostOriginGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
 from adapter.entrypoints.mcp.server import McpGateway
 from adapter.legacy.instrumented import InstrumentedPort
+from adapter.services.operator_sessions import LoginThrottle, OperatorSessions
+from adapter.startup import warn_about_token_file
 
 __all__ = ["create_app", "transport_security"]
 
@@ -57,12 +60,15 @@ def create_app(
         kit.legacy.add_observer(metrics.observe_legacy)
     auth_kwargs: dict[str, object] = {}
     if settings.tokens is not None:  # not local mode
+        warn_about_token_file(settings)
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
             # Static tokens name no audience; the token file itself says which server they are for.
+            # No resource_server_url: there is no OAuth authorization server behind these tokens, so
+            # no protected-resource metadata may name one (a 401 says only "Bearer").
             "auth": AuthSettings(
                 issuer_url=AnyHttpUrl(public_url),
-                resource_server_url=AnyHttpUrl(f"{public_url}/mcp"),
+                resource_server_url=None,
                 validate_token_resource=False,
             ),
         }
@@ -90,10 +96,24 @@ def create_app(
                 gateway.close()
                 tasks.cancel_scope.cancel()
 
-    app = FastAPI(title="legacy import adapter", version=__version__, lifespan=lifespan)
+    # /docs and /redoc load scripts from a CDN: off unless ADAPTER_API_DOCS (openapi.json loads nothing).
+    docs = settings.api_docs
+    app = FastAPI(
+        title="legacy import adapter",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
     app.state.gateway = gateway
     app.state.kit = kit
     app.state.metrics = metrics
+    app.state.operator_sessions = OperatorSessions(
+        kit.store, lifetime_seconds=settings.operator_session_seconds, clock=lambda: kit.admin.ctx.clock()
+    )
+    app.state.login_throttle = LoginThrottle(
+        max_failures=settings.login_max_failures, window_seconds=settings.login_failure_window_seconds
+    )
     app.include_router(admin_router())
     app.include_router(metrics_router(metrics))
 
@@ -119,4 +139,12 @@ def create_app(
         return JSONResponse({"status": "ready", "problems": []})
 
     app.mount("/", ModernEraGuard(mcp_app))
+    # Outermost first: Host/Origin, then the body size, both before any parsing or authentication.
+    app.add_middleware(BodyLimit, limit=settings.body_limit(), admin_limit=settings.admin_max_body_bytes)
+    app.add_middleware(
+        HostOriginGuard,
+        allowed_hosts=[*LOCAL_HOSTS, *settings.allowed_hosts],
+        allowed_origins=[*LOCAL_ORIGINS, *settings.allowed_origins],
+        dashboard_origins=settings.dashboard_allowed_origins,
+    )
     return app

@@ -6,6 +6,8 @@ Metric families:
   (every known status is shown, 0 when there is none);
 * ``adapter_reconciliation_lag_seconds`` (gauge): how long the oldest unresolved operation
   (outcome unknown, in progress, compensating, needs operator) has waited; 0 when there is none;
+* ``adapter_late_commits_found{finding}`` (gauge): COMMITs found to have landed after their
+  ``not_committed`` verdict (adapter/services/late_commits.py), by finding, counted in the store;
 * ``adapter_store_up`` (gauge): 1 when the scrape could read the store, else 0 (and the two above
   are left out of that scrape);
 * ``adapter_legacy_call_duration_seconds{command,outcome}`` (histogram): every call to the legacy
@@ -33,6 +35,7 @@ from prometheus_client.registry import Collector
 from adapter.domain.states import OperationState
 from adapter.entrypoints.admin.deps import admin_enabled, require_viewer
 from adapter.services.admin import AdminService
+from adapter.services.late_commits import late_commit_counts
 
 __all__ = ["LEGACY_BUCKETS", "AdapterMetrics", "metrics_router"]
 
@@ -58,6 +61,7 @@ class _StoreCollector(Collector):
         try:
             counts = self.admin.status_counts()
             lag = self.admin.unresolved_age_seconds()
+            found = late_commit_counts(self.admin.ctx)
         except Exception as exc:
             log.warning("metrics: the store could not be read: %s", type(exc).__name__)
             up.add_metric([], 0)
@@ -76,6 +80,16 @@ class _StoreCollector(Collector):
             "Seconds the oldest unresolved operation has waited (0 when none).",
             value=lag,
         )
+        late = GaugeMetricFamily(
+            "adapter_late_commits_found",
+            "COMMITs found to have landed after a not_committed verdict, by finding (events in the store).",
+            labels=["finding"],
+        )
+        for finding in sorted(
+            {"late_commit_recorded", "second_batch", "committed_after_import_moved_on"} | set(found)
+        ):
+            late.add_metric([finding], found.get(finding, 0))
+        yield late
 
 
 class AdapterMetrics:

@@ -32,7 +32,8 @@ log = logging.getLogger("adapter.requests")
 def hash_handle(handle: object) -> str | None:
     if not isinstance(handle, str) or not handle:
         return None
-    return hashlib.sha256(handle.encode()).hexdigest()[:12]
+    # surrogatepass: a lone surrogate sent as a handle must not cost the request its log line
+    return hashlib.sha256(handle.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:

@@ -43,6 +43,7 @@ from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest
 from adapter.domain.identity import HandleCodec, Principal
+from adapter.domain.quotas import QuotaExceeded
 from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
 from adapter.entrypoints.mcp.catalog import DEFAULT_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401 (kept name)
 from adapter.entrypoints.mcp.catalog import TARGETS_URI, instructions, present_tools, read_targets
@@ -51,12 +52,14 @@ from adapter.entrypoints.mcp.identity import current_principal
 from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
 from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
+from adapter.services.quotas import Slots
 
 __all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
 
 SERVER_NAME = "legacy-import-adapter"
 URI_PREFIX = "import://"
 INVALID_PARAMS = -32602
+QUOTA_EXCEEDED = -32029  # implementation-defined server error (the -32000..-32099 range), as HTTP 429
 
 
 def import_uri(handle: str) -> str:
@@ -112,6 +115,8 @@ class McpGateway:
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = OwnerScopedBus()
         self._listen = ListenHandler(self.bus)
+        # Listen streams per principal (the SDK bounds only the total), see adapter/services/quotas.py.
+        self.listen_slots = Slots(service.ctx.quotas.max_listens_per_principal, "max_listens_per_principal")
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         # Targets described, names prefixed (ADAPTER_TOOL_PREFIX): see catalog.py.
         self.tools: dict[str, Tool] = {
@@ -154,6 +159,7 @@ class McpGateway:
         server.middleware.append(ModernOnly())
         server.middleware.append(
             RequestStateBoundary(
+                # One lifetime for a confirmation: the sealed state expires with ADAPTER_CONFIRM_MAX_SECONDS.
                 RequestStateSecurity(
                     keys=keys, audience=SERVER_NAME, ttl=float(self.settings.confirm_max_seconds)
                 ),
@@ -302,16 +308,27 @@ class McpGateway:
         """
         principal = self._principal()
         requested = params.notifications.resource_subscriptions or []
-        owned = [uri for uri in requested if await self._owns(principal, uri)]
-        notifications = params.notifications.model_copy(
-            update={
-                "resource_subscriptions": owned or None,
-                "tools_list_changed": None,
-                "prompts_list_changed": None,
-            }
-        )
-        with listening_as(principal):
-            return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+        quotas = self.service.ctx.quotas
+        try:
+            if len(requested) > quotas.max_uris_per_listen:
+                raise QuotaExceeded(
+                    f"at most {quotas.max_uris_per_listen} resource URIs per listen request",
+                    "max_uris_per_listen",
+                    quotas.max_uris_per_listen,
+                )
+            with self.listen_slots.hold(f"{principal.tenant}/{principal.subject}", "listen streams"):
+                owned = [uri for uri in requested if await self._owns(principal, uri)]
+                notifications = params.notifications.model_copy(
+                    update={
+                        "resource_subscriptions": owned or None,
+                        "tools_list_changed": None,
+                        "prompts_list_changed": None,
+                    }
+                )
+                with listening_as(principal):
+                    return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+        except QuotaExceeded as exc:
+            raise MCPError(QUOTA_EXCEEDED, str(exc), data={"code": exc.code, "limit": exc.limit}) from None
 
     async def _owns(self, principal: Any, uri: str) -> bool:
         handle = _handle_of(uri)

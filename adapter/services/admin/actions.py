@@ -11,6 +11,7 @@ from typing import Any
 
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
 from adapter.domain.states import OperationState, transition_operation
+from adapter.domain.text import require_storable
 from adapter.domain.vocabulary import EventKind, OperatorAction
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import compensate_import
@@ -40,6 +41,7 @@ def act(
         raise InvalidRequest("resolving an operation needs a reason")
     if reason is not None and "\x00" in reason:
         raise InvalidRequest("the reason may not contain NUL characters")
+    require_storable(operation_id=operation_id, reason=reason)
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
         if row is None:

@@ -16,9 +16,11 @@ from typing import Any
 
 from adapter.domain.errors import ImportNotFound, InvalidRequest, OperationNotFound
 from adapter.domain.states import OPERATION_UNRESOLVED
+from adapter.domain.text import require_storable, require_storable_values
 from adapter.domain.views import HistoryEntry
 from adapter.services.context import ServiceContext
 from adapter.services.paging import K, Window, keyset_page
+from adapter.store.probe import probe_write
 from adapter.store.tables import ImportRow, OperationRow
 
 __all__ = [
@@ -181,6 +183,7 @@ def list_operations(
     ctx: ServiceContext, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
 ) -> AdminPage:
     """Every principal's operations, newest first, filtered. Raises InvalidRequest, InvalidCursor."""
+    require_storable_values("a filter", asdict(filters).values())
     equal = {name: getattr(filters, name) for name in _OPERATION_COLUMNS}
     with ctx.store.unit_of_work() as uow:
         rows, next_cursor = _page(
@@ -198,6 +201,7 @@ def list_imports(
     ctx: ServiceContext, filters: ImportFilter, *, limit: int = 50, cursor: str | None = None
 ) -> AdminPage:
     """Every principal's imports, newest first, filtered. Raises InvalidRequest, InvalidCursor."""
+    require_storable_values("a filter", asdict(filters).values())
     equal = {
         "state": filters.status,
         "principal": filters.principal,
@@ -217,6 +221,7 @@ def list_imports(
 
 
 def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
+    require_storable(operation_id=operation_id)
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
         if row is None:
@@ -253,6 +258,7 @@ def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
 
 
 def get_import(ctx: ServiceContext, import_id: str) -> tuple[ImportRecord, list[OperationRecord]]:
+    require_storable(import_id=import_id)
     with ctx.store.unit_of_work() as uow:
         row = uow.imports.get(import_id)
         if row is None:
@@ -277,13 +283,13 @@ def unresolved_age_seconds(ctx: ServiceContext) -> float:
 
 
 def check_ready(ctx: ServiceContext) -> list[str]:
-    """What keeps the kit from serving: an empty list when the database and legacy system answer."""
+    """What keeps the kit from serving: an empty list when the database takes a write and the
+    legacy system answers."""
     problems = []
     try:
-        with ctx.store.unit_of_work() as uow:
-            uow.ping()
+        probe_write(ctx.store)
     except Exception as exc:
-        problems.append(f"database unreachable: {type(exc).__name__}")
+        problems.append(f"database unreachable or read-only: {type(exc).__name__}")
     try:
         ctx.legacy.batch_status("readiness-probe")
     except Exception as exc:

@@ -1,0 +1,183 @@
+"""A COMMIT that lands late: finding it before it becomes a second batch, and after.
+
+A COMMIT can reach the legacy system after the kit stopped waiting for it, even after the grace
+period in which "not committed" is not believed (a hung network path, a proxy holding the line).
+The kit then believes ``not_committed``, the import is open again, and a new commit would make a
+second legacy batch. Two defences:
+
+1. **Ask before every COMMIT** (:func:`earlier_batch_committed`, used by ``commit.py``): before any
+   COMMIT of an import, ask ``batch_status`` for every earlier batch reference of that import (not
+   only the operation's own); if one is committed, stop at ``needs_operator`` instead of sending.
+2. **Keep watching recent verdicts** (:func:`watch_recent_verdicts`, run by maintenance): for
+   ``WATCH_GRACE_PERIODS`` grace periods after a commit operation was settled as ``succeeded`` or
+   ``not_committed``, ask again about every batch reference of its import. A batch under a
+   ``not_committed`` reference is a late commit: recorded as ``succeeded`` when the import is still
+   open and has no other batch; otherwise (a second batch, or the import moved on) the operation
+   goes to ``needs_operator`` with an event ``operation.late_commit_found`` that the metrics count.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from adapter.domain.states import ImportState, OperationKind, OperationState, transition, transition_operation
+from adapter.domain.vocabulary import EventKind, Finding
+from adapter.ports.legacy import BatchStatus, LegacyError
+from adapter.services.context import ServiceContext
+from adapter.services.idempotency import retry_on_conflict
+from adapter.store.quota_reads import event_details, recently_settled_commits
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = [
+    "LATE_COMMIT_EVENT",
+    "LateCommit",
+    "earlier_batch_committed",
+    "earlier_batch_refs",
+    "late_commit_counts",
+    "watch_recent_verdicts",
+]
+
+log = logging.getLogger("adapter.late_commits")
+
+WATCH_GRACE_PERIODS = 3
+MIN_WATCH_SECONDS = 60.0  # with a grace period of 0 (tests) the watch still covers a minute
+LATE_COMMIT_EVENT = EventKind.OPERATION_LATE_COMMIT_FOUND
+_SETTLED = (OperationState.SUCCEEDED.value, OperationState.FAILED.value)
+
+
+@dataclass(frozen=True, slots=True)
+class LateCommit:
+    operation_id: str
+    import_id: str
+    finding: Finding  # LATE_COMMIT_RECORDED, SECOND_BATCH or COMMITTED_AFTER_IMPORT_MOVED_ON
+    status: str  # the operation's new status
+
+
+def earlier_batch_refs(uow: UnitOfWork, import_id: str, operation_id: str) -> tuple[str, ...]:
+    """Batch references of the import's other commit operations, oldest first."""
+    return tuple(
+        op.batch_ref
+        for op in uow.operations.for_import(import_id)
+        if op.kind == OperationKind.COMMIT.value and op.id != operation_id and op.batch_ref is not None
+    )
+
+
+def earlier_batch_committed(ctx: ServiceContext, refs: Sequence[str]) -> tuple[Finding, str] | None:
+    """(finding, legacy batch id) when a batch under one of ``refs`` is committed, else None."""
+    for ref in refs:
+        known = ctx.legacy.batch_status(ref)
+        if known.committed:
+            return Finding.EARLIER_COMMIT_LANDED, known.batches[0].legacy_batch_id
+    return None
+
+
+def watch_recent_verdicts(ctx: ServiceContext, *, limit: int = 100) -> list[LateCommit]:
+    """Ask again about recently settled commits; record what landed late. Raises nothing."""
+    found: list[LateCommit] = []
+    for import_id in _recent_imports(ctx, limit):
+        try:
+            found += _check_import(ctx, import_id)
+        except LegacyError as exc:  # unreachable now: the next pass asks again
+            log.info("late-commit check of import %s postponed: %s", import_id, type(exc).__name__)
+    return found
+
+
+def late_commit_counts(ctx: ServiceContext) -> dict[str, int]:
+    """{finding: events} of late commits found (what the metric shows)."""
+    counts: dict[str, int] = {}
+    with ctx.store.unit_of_work() as uow:
+        for detail in event_details(uow.session, LATE_COMMIT_EVENT):
+            finding = str((detail or {}).get("finding", "unknown"))
+            counts[finding] = counts.get(finding, 0) + 1
+    return counts
+
+
+def _watch_window(ctx: ServiceContext) -> timedelta:
+    grace = ctx.commit_policy.unknown_grace_seconds
+    return timedelta(seconds=max(WATCH_GRACE_PERIODS * grace, MIN_WATCH_SECONDS))
+
+
+def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
+    since = ctx.clock() - _watch_window(ctx)
+    with ctx.store.unit_of_work() as uow:
+        rows = recently_settled_commits(uow.session, _SETTLED, since, limit)
+        imports: list[str] = []
+        for import_id, status, error in rows:
+            believed_not_committed = (
+                status == OperationState.FAILED.value and (error or {}).get("code") == "not_committed"
+            )
+            if (
+                status == OperationState.SUCCEEDED.value or believed_not_committed
+            ) and import_id not in imports:
+                imports.append(import_id)
+        return imports
+
+
+def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
+    with ctx.store.unit_of_work() as uow:
+        operations = [
+            (op.id, op.batch_ref, op.status, (op.error or {}).get("code"))
+            for op in uow.operations.for_import(import_id)
+            if op.kind == OperationKind.COMMIT.value and op.batch_ref is not None
+        ]
+    if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status, _ in operations):
+        return []  # a person already has it
+    answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _, _ in operations}
+    total = sum(len(answer.batches) for answer in answers.values())
+    late = [
+        (op_id, answers[ref])
+        for op_id, ref, status, code in operations
+        if status == OperationState.FAILED.value and code == "not_committed" and answers[ref].committed
+    ]
+    return [r for op_id, answer in late if (r := _record(ctx, import_id, op_id, answer, total)) is not None]
+
+
+def _record(
+    ctx: ServiceContext, import_id: str, operation_id: str, answer: BatchStatus, total: int
+) -> LateCommit | None:
+    batch = answer.batches[0]
+
+    def write() -> LateCommit | None:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            row = uow.imports.get(import_id)
+            assert operation is not None and row is not None
+            if operation.status != OperationState.FAILED.value:
+                return None  # it moved on meanwhile
+            if total == 1 and row.state == ImportState.OPEN.value:
+                finding = Finding.LATE_COMMIT_RECORDED
+                transition_operation(operation, OperationState.SUCCEEDED)
+                operation.result = {
+                    "legacy_batch_id": batch.legacy_batch_id,
+                    "record_count": batch.record_count,
+                }
+                operation.error = None
+                transition(row, ImportState.COMMITTED)
+                row.legacy_batch_id = batch.legacy_batch_id
+            else:
+                finding = Finding.SECOND_BATCH if total > 1 else Finding.COMMITTED_AFTER_IMPORT_MOVED_ON
+                transition_operation(operation, OperationState.NEEDS_OPERATOR)
+                operation.error = {"code": finding, "legacy_batch_id": batch.legacy_batch_id}
+            uow.events.record(
+                LATE_COMMIT_EVENT,
+                import_id=row.id,
+                operation_id=operation.id,
+                state=operation.status,
+                detail={"finding": finding, "batches": total},
+            )
+            uow.commit()
+            return LateCommit(operation.id, row.id, finding, operation.status)
+
+    result = retry_on_conflict(write)
+    if result is not None:
+        log.warning(
+            "late COMMIT found: operation %s of import %s -> %s (%s)",
+            result.operation_id,
+            result.import_id,
+            result.status,
+            result.finding,
+        )
+    return result

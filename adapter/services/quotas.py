@@ -1,0 +1,150 @@
+"""Quotas and fairness between principals and tenants (the values: :class:`~adapter.domain.quotas.Quotas`).
+
+* **What an import, a principal and a tenant may hold** is checked inside the transaction that would
+  add to it (:func:`check_begin`, :func:`check_add`), so a refused call changes nothing. Two calls of
+  one tenant racing on the last bytes may both pass: the tenant limit is a bound on growth, not an
+  exact ledger.
+* **What may run at once** is counted in this process (:class:`Slots`): commits per tenant and in
+  all (each holds one legacy session for its whole replay), listen streams per principal. A caller
+  over its share is refused at once instead of queueing, so one tenant's slow commits cannot take
+  every worker thread and make everyone else wait.
+* **Deleting a large import's staged records** (abort, expiry) runs in bounded batches of
+  ``delete_batch_size`` records, one short transaction each, after the state change: the write lock
+  is never held for long, and :func:`discard_leftovers` (run by maintenance) finishes what a crash
+  interrupted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from adapter.domain.identity import Principal
+from adapter.domain.quotas import QuotaExceeded
+from adapter.domain.states import OperationKind
+from adapter.services.context import ServiceContext
+from adapter.store.quota_reads import (
+    delete_staged_range,
+    imports_with_leftover_records,
+    open_imports_of,
+    staged_bytes_of_tenant,
+)
+from adapter.store.tables import ImportRow
+from adapter.store.unit_of_work import UnitOfWork
+
+__all__ = [
+    "Slots",
+    "check_add",
+    "check_begin",
+    "check_tenant_bytes",
+    "discard_in_batches",
+    "discard_leftovers",
+]
+
+_GONE_STATES = ("aborted", "expired")
+ADD = OperationKind.ADD.value
+DELETE_BATCH_BYTES = 4 * 1024 * 1024
+
+
+def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> None:
+    limit = ctx.quotas.max_open_imports_per_principal
+    if open_imports_of(uow.session, principal.tenant, principal.subject, ctx.clock()) >= limit:
+        raise QuotaExceeded(
+            f"this principal already has {limit} open imports; commit or abort one first",
+            "max_open_imports_per_principal",
+            limit,
+        )
+
+
+def check_add(ctx: ServiceContext, uow: UnitOfWork, row: ImportRow, records: int, size: int) -> None:
+    quotas = ctx.quotas
+    if row.record_count + records > quotas.max_records_per_import:
+        raise QuotaExceeded(
+            f"the import would hold more than {quotas.max_records_per_import} records",
+            "max_records_per_import",
+            quotas.max_records_per_import,
+        )
+    if (row.staged_bytes or 0) + size > quotas.max_import_bytes:
+        raise QuotaExceeded(
+            f"the import would hold more than {quotas.max_import_bytes} bytes of records",
+            "max_import_bytes",
+            quotas.max_import_bytes,
+        )
+
+
+def check_tenant_bytes(ctx: ServiceContext, principal: Principal, size: int, replay_key: str | None) -> None:
+    """Checked in a short read of its own before the add's transaction, so the sum over the tenant's
+    imports does not lengthen the transaction that claims the import row. A replay of an add that
+    was already accepted (its idempotency key is recorded) is never refused."""
+    limit = ctx.quotas.max_staged_bytes_per_tenant
+    with ctx.store.unit_of_work() as uow:
+        held = staged_bytes_of_tenant(uow.session, principal.tenant)
+        over = held + size > limit
+        if over and replay_key is not None:
+            over = uow.operations.by_key(principal.tenant, principal.subject, ADD, replay_key) is None
+    if over:
+        raise QuotaExceeded(
+            f"the tenant's uncommitted imports would hold more than {limit} bytes",
+            "max_staged_bytes_per_tenant",
+            limit,
+        )
+
+
+class Slots:
+    """At most ``per_key`` holders per key and ``total`` in all (None: no overall bound), in this process."""
+
+    def __init__(
+        self, per_key: int, per_key_setting: str, total: int | None = None, total_setting: str = ""
+    ) -> None:
+        self.per_key, self.per_key_setting = per_key, per_key_setting
+        self.total, self.total_setting = total, total_setting
+        self._held: dict[str, int] = {}
+        self._all = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, key: str, what: str) -> Iterator[None]:
+        with self._lock:
+            if self._held.get(key, 0) >= self.per_key:
+                raise QuotaExceeded(f"too many {what} at once", self.per_key_setting, self.per_key)
+            if self.total is not None and self._all >= self.total:
+                raise QuotaExceeded(
+                    "every slot of this process is taken; try again shortly", self.total_setting, self.total
+                )
+            self._held[key] = self._held.get(key, 0) + 1
+            self._all += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._all -= 1
+                left = self._held[key] - 1
+                if left:
+                    self._held[key] = left
+                else:
+                    del self._held[key]
+
+    def held(self, key: str) -> int:
+        with self._lock:
+            return self._held.get(key, 0)
+
+
+def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int, staged_bytes: int = 0) -> int:
+    """Delete an import's staged records, at most ``delete_batch_size`` records and about
+    ``DELETE_BATCH_BYTES`` of them per transaction (large records make short batches)."""
+    average = staged_bytes // record_count if record_count > 0 else 0
+    batch = max(1, min(ctx.quotas.delete_batch_size, DELETE_BATCH_BYTES // max(1, average)))
+    deleted = 0
+    for after in range(0, max(record_count, 0), batch):
+        with ctx.store.unit_of_work() as uow:
+            deleted += delete_staged_range(uow.session, import_id, after, after + batch)
+            uow.commit()
+    return deleted
+
+
+def discard_leftovers(ctx: ServiceContext, *, limit: int = 50) -> int:
+    """Finish deletes a crash interrupted: staged records of aborted and expired imports."""
+    with ctx.store.unit_of_work() as uow:
+        found = imports_with_leftover_records(uow.session, _GONE_STATES, limit)
+    return sum(discard_in_batches(ctx, import_id, count, size) for import_id, count, size in found)

@@ -1,0 +1,83 @@
+"""Checks made once when a process starts: settings that only make sense together, and files.
+
+* :func:`check_serving` refuses to serve when ``ADAPTER_UNKNOWN_GRACE_SECONDS`` is not above
+  ``ADAPTER_LEGACY_TIMEOUT_SECONDS``: a COMMIT may still land up to the legacy timeout after it was
+  sent, so a shorter grace period would believe "not committed" of a batch that is about to appear.
+* :func:`warn_about_token_file` warns when the bearer token file can be read by other users.
+* :func:`create_owner_only` creates the SQLite database and the embedded simulator's file readable
+  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from adapter.config import ConfigError, Settings
+
+__all__ = ["check_serving", "create_owner_only", "sqlite_path", "warn_about_token_file"]
+
+log = logging.getLogger("adapter.startup")
+
+
+def check_serving(settings: Settings) -> None:
+    if settings.unknown_grace_seconds <= settings.legacy_timeout_seconds:
+        raise ConfigError(
+            "invalid setting ADAPTER_UNKNOWN_GRACE_SECONDS: must be above ADAPTER_LEGACY_TIMEOUT_SECONDS "
+            f"({settings.unknown_grace_seconds:g} <= {settings.legacy_timeout_seconds:g}); a COMMIT can "
+            "still land until the legacy timeout"
+        )
+
+
+def warn_about_token_file(settings: Settings) -> bool:
+    """Log a warning (and return True) when ADAPTER_TOKENS names a file others may read."""
+    if settings.tokens is None:
+        return False
+    try:
+        mode = os.stat(settings.tokens).st_mode
+    except OSError:
+        return False  # loading it reports the problem
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        log.warning(
+            "ADAPTER_TOKENS file %s is readable by other users (mode %o); chmod 600 it",
+            settings.tokens,
+            stat.S_IMODE(mode),
+        )
+        return True
+    return False
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL, or None (another database, or in memory)."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    if parsed.database.startswith("file:"):
+        return None
+    return Path(parsed.database)
+
+
+def create_owner_only(settings: Settings) -> None:
+    """In local mode, create the database and legacy files as 0600 before SQLite creates them.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the mode of the database file. Files that already
+    exist are left as they are.
+    """
+    if not settings.local_mode:
+        return
+    paths = [sqlite_path(settings.database_url)]
+    if settings.legacy_url == "embedded":
+        paths.append(Path(settings.legacy_db))
+    for path in paths:
+        if path is None or path.exists():
+            continue
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+        except OSError as exc:  # a missing directory: SQLite reports it better
+            log.debug("could not pre-create %s: %s", path, exc)

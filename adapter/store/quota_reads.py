@@ -1,0 +1,91 @@
+"""The store's side of quotas and of bounded deletes (see adapter/services/quotas.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, exists, func, select
+from sqlalchemy.orm import Session
+
+from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
+
+__all__ = [
+    "delete_staged_range",
+    "event_details",
+    "imports_with_leftover_records",
+    "open_imports_of",
+    "recently_settled_commits",
+    "staged_bytes_of_tenant",
+]
+
+# Imports whose staged records still count against the tenant: not yet committed or given up.
+HOLDING_STATES = ("open", "committing")
+
+
+def open_imports_of(session: Session, tenant: str, principal: str, now: datetime) -> int:
+    query = (
+        select(func.count())
+        .select_from(ImportRow)
+        .where(
+            ImportRow.tenant == tenant,
+            ImportRow.principal == principal,
+            ImportRow.state == "open",
+            ImportRow.expires_at > now,
+        )
+    )
+    return int(session.scalar(query) or 0)
+
+
+def staged_bytes_of_tenant(session: Session, tenant: str) -> int:
+    query = select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
+        ImportRow.tenant == tenant, ImportRow.state.in_(HOLDING_STATES)
+    )
+    return int(session.scalar(query) or 0)
+
+
+def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:
+    """Delete the records at positions ``after_seq < seq <= up_to_seq`` (the unique index's order)."""
+    result = session.execute(
+        delete(StagedRecordRow).where(
+            StagedRecordRow.import_id == import_id,
+            StagedRecordRow.seq > after_seq,
+            StagedRecordRow.seq <= up_to_seq,
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def imports_with_leftover_records(
+    session: Session, states: tuple[str, ...], limit: int
+) -> list[tuple[str, int, int]]:
+    """(import id, record count, staged bytes) of imports in ``states`` that still have staged records."""
+    query = (
+        select(ImportRow.id, ImportRow.record_count, ImportRow.staged_bytes)
+        .where(ImportRow.state.in_(states), exists().where(StagedRecordRow.import_id == ImportRow.id))
+        .limit(limit)
+    )
+    return [(row.id, row.record_count, row.staged_bytes or 0) for row in session.execute(query)]
+
+
+def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
+    """The ``detail`` of every event of ``kind`` (the late-commit metric counts them by finding)."""
+    return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
+
+
+def recently_settled_commits(
+    session: Session, statuses: tuple[str, ...], since: datetime, limit: int
+) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """(import id, status, error) of commit operations in ``statuses`` changed since ``since``."""
+    query = (
+        select(OperationRow.import_id, OperationRow.status, OperationRow.error)
+        .where(
+            OperationRow.kind == "commit",
+            OperationRow.status.in_(statuses),
+            OperationRow.updated_at >= since,
+            OperationRow.import_id.is_not(None),
+        )
+        .order_by(OperationRow.updated_at.desc())
+        .limit(limit)
+    )
+    return [(str(i), str(s), e) for i, s, e in session.execute(query)]

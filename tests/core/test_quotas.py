@@ -1,0 +1,216 @@
+"""Quotas and fairness, on SQLite and PostgreSQL with the simulator over TCP: each refuses new work
+with quota_exceeded naming its setting, and never fails what was already accepted."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, func, select
+
+from adapter.domain.identity import Principal
+from adapter.domain.quotas import QuotaExceeded
+from adapter.services import ImportService, ServiceContext
+from adapter.store.tables import StagedRecordRow
+from legacy_sim.engine import LegacyEngine
+
+
+def with_quotas(ctx: ServiceContext, **changes: Any) -> ImportService:
+    ctx.quotas = dataclasses.replace(ctx.quotas, **changes)
+    return ImportService(ctx)
+
+
+def staged_rows(service: ImportService, import_id: str) -> int:
+    with service.ctx.store.unit_of_work() as uow:
+        query = (
+            select(func.count()).select_from(StagedRecordRow).where(StagedRecordRow.import_id == import_id)
+        )
+        return int(uow.session.scalar(query) or 0)
+
+
+def test_records_per_import(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, max_records_per_import=5)
+    handle = service.begin(alice, "customers").handle
+    service.add(alice, handle, [{"n": i} for i in range(4)])
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_RECORDS_PER_IMPORT=5") as refused:
+        service.add(alice, handle, [{"n": 4}, {"n": 5}])
+    assert refused.value.code == "quota_exceeded"
+    assert service.status(alice, handle).record_count == 4  # nothing of the refused call, all of before
+    assert service.add(alice, handle, [{"n": 4}]).record_count == 5
+    assert service.commit(alice, handle).status == "committed"
+
+
+def test_bytes_per_import(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, max_import_bytes=1000)
+    handle = service.begin(alice, "customers").handle
+    service.add(alice, handle, [{"blob": "x" * 400}])
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_IMPORT_BYTES=1000"):
+        service.add(alice, handle, [{"blob": "y" * 700}])
+    assert service.status(alice, handle).record_count == 1
+
+
+def test_open_imports_per_principal(ctx: ServiceContext, alice: Principal, bob: Principal) -> None:
+    service = with_quotas(ctx, max_open_imports_per_principal=2)
+    first = service.begin(alice, "a", idempotency_key="k1")
+    service.begin(alice, "b")
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_OPEN_IMPORTS_PER_PRINCIPAL=2"):
+        service.begin(alice, "c")
+    assert service.begin(alice, "a", idempotency_key="k1").replayed  # a replay is not new work
+    assert service.begin(bob, "b").status == "open"  # another principal has its own share
+    service.abort(alice, first.handle)
+    assert service.begin(alice, "c").status == "open"
+
+
+def test_staged_bytes_per_tenant(ctx: ServiceContext, alice: Principal, bob: Principal) -> None:
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    mine = service.begin(alice, "a").handle
+    theirs = service.begin(bob, "b").handle  # same tenant (acme)
+    service.add(alice, mine, [{"blob": "x" * 900}])
+    service.add(bob, theirs, [{"blob": "x" * 900}])
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_STAGED_BYTES_PER_TENANT=2000"):
+        service.add(bob, theirs, [{"blob": "x" * 300}])
+    # A commit frees the tenant's share; the committed import stays as it was.
+    assert service.commit(alice, mine).status == "committed"
+    assert service.add(bob, theirs, [{"blob": "x" * 300}]).record_count == 2
+
+
+def test_concurrent_commits_per_tenant_are_refused_not_queued(
+    ctx: ServiceContext, alice: Principal, bob: Principal, legacy_engine: LegacyEngine
+) -> None:
+    service = with_quotas(ctx, max_commits_per_tenant=1)
+    slow = service.begin(alice, "a").handle
+    service.add(alice, slow, [{"n": 1}])
+    other = service.begin(bob, "b").handle
+    service.add(bob, other, [{"n": 1}])
+    legacy_engine.update_faults(latency_ms=400)  # each legacy command takes 0.4 s
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(service.commit(alice, slow)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while service.commit_slots.held("acme") == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_COMMITS_PER_TENANT=1"):
+            service.commit(bob, other)
+        assert service.status(bob, other).status == "open"  # refused before anything changed
+    finally:
+        worker.join(30)
+        legacy_engine.update_faults(latency_ms=0)
+    assert results[0].status == "committed"
+    assert service.commit(bob, other).status == "committed"
+    assert service.commit_slots.held("acme") == 0
+
+
+def test_legacy_sessions_per_process(
+    ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    service = with_quotas(ctx, legacy_sessions=1, max_commits_per_tenant=5)
+    globex = Principal(subject="carol", tenant="globex")
+    slow = service.begin(alice, "a").handle
+    service.add(alice, slow, [{"n": 1}])
+    other = service.begin(globex, "b").handle
+    service.add(globex, other, [{"n": 1}])
+    legacy_engine.update_faults(latency_ms=400)
+    worker = threading.Thread(target=service.commit, args=(alice, slow))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while service.commit_slots.held("acme") == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(QuotaExceeded, match="ADAPTER_LEGACY_SESSIONS=1"):
+            service.commit(globex, other)
+    finally:
+        worker.join(30)
+        legacy_engine.update_faults(latency_ms=0)
+    assert service.commit(globex, other).status == "committed"
+
+
+def test_abort_deletes_staged_records_in_bounded_batches(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, delete_batch_size=300)
+    handle = service.begin(alice, "big").handle
+    for start in range(0, 2000, 1000):
+        service.add(alice, handle, [{"n": start + i} for i in range(1000)])
+    import_id = service.status(alice, handle).import_id
+    deleted_per_statement: list[int] = []
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM STAGED_RECORDS"):
+            deleted_per_statement.append(cursor.rowcount)
+
+    engine = ctx.store.engine
+    event.listen(engine, "after_cursor_execute", after)
+    try:
+        assert service.abort(alice, handle).status == "aborted"
+    finally:
+        event.remove(engine, "after_cursor_execute", after)
+    assert staged_rows(service, import_id) == 0
+    assert sum(deleted_per_statement) == 2000
+    assert max(deleted_per_statement) <= 300 and len(deleted_per_statement) >= 7
+
+
+def test_expiry_deletes_in_batches(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, delete_batch_size=100)
+    handle = service.begin(alice, "big", ttl_seconds=10).handle
+    service.add(alice, handle, [{"n": i} for i in range(450)])
+    import_id = service.status(alice, handle).import_id
+    real_clock = ctx.clock
+    ctx.clock = lambda: real_clock() + timedelta(seconds=11)
+    try:
+        assert service.maintain().expired == 1
+    finally:
+        ctx.clock = real_clock
+    assert service.status(alice, handle).status == "expired"
+    assert staged_rows(service, import_id) == 0
+
+
+def test_maintenance_finishes_a_delete_that_a_crash_interrupted(
+    ctx: ServiceContext, alice: Principal
+) -> None:
+    service = with_quotas(ctx, delete_batch_size=100)
+    handle = service.begin(alice, "big").handle
+    service.add(alice, handle, [{"n": i} for i in range(450)])
+    import_id = service.status(alice, handle).import_id
+    # An abort whose process stopped right after the state change: the records are still there.
+    with ctx.store.unit_of_work() as uow:
+        row = uow.imports.get(import_id)
+        assert row is not None
+        row.state = "aborted"
+        uow.commit()
+    assert staged_rows(service, import_id) == 450
+    service.maintain()
+    assert staged_rows(service, import_id) == 0
+
+
+def test_large_records_make_short_delete_batches(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, delete_batch_size=100_000)
+    handle = service.begin(alice, "big").handle
+    blob = "x" * (60 * 1024)
+    for _ in range(5):
+        service.add(alice, handle, [{"b": blob}] * 40)  # 200 records, about 12 MB
+    deleted_per_statement: list[int] = []
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM STAGED_RECORDS"):
+            deleted_per_statement.append(cursor.rowcount)
+
+    event.listen(ctx.store.engine, "after_cursor_execute", after)
+    try:
+        service.abort(alice, handle)
+    finally:
+        event.remove(ctx.store.engine, "after_cursor_execute", after)
+    assert sum(deleted_per_statement) == 200
+    assert max(deleted_per_statement) <= 4 * 1024 * 1024 // (60 * 1024)  # about 4 MB per transaction
+
+
+def test_a_replayed_add_is_never_refused_by_a_quota(ctx: ServiceContext, alice: Principal) -> None:
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    handle = service.begin(alice, "a").handle
+    first = service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-1")
+    again = service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-1")
+    assert again.replayed and again.record_count == first.record_count == 1
+    with pytest.raises(QuotaExceeded):
+        service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-2")

@@ -1,0 +1,194 @@
+"""A COMMIT that lands late, on SQLite and PostgreSQL: a TCP proxy between the kit and the simulator
+holds one COMMIT longer than the grace period, so the kit judges it ``not_committed`` before it lands.
+
+* A new commit of the import asks about every earlier batch reference first and stops at
+  ``needs_operator`` instead of making a second batch.
+* If the second commit got in before the held one landed, the watch over recent verdicts finds the
+  second batch and raises ``needs_operator`` with an event (and the metric counts it).
+* A late batch with nothing else committed is recorded as the import's commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from adapter.domain.cursors import CursorCodec
+from adapter.domain.identity import HandleCodec, Principal
+from adapter.legacy.simulator import SimulatorPort
+from adapter.services import CommitPolicy, ImportService, ServiceContext
+from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts
+from adapter.store import Store
+from legacy_sim.engine import LegacyEngine
+
+LEGACY_TIMEOUT = 1.0
+GRACE = 1.5
+HOLD = 3.5  # > GRACE: the kit gives up on the COMMIT, and the grace period passes, before it lands
+SECRET = b"late-commit-secret-" + b"x" * 20
+
+
+class CommitHoldingProxy:
+    """Forwards the simulator's line protocol; holds the next COMMIT line for ``hold`` seconds.
+
+    A held COMMIT is delivered even if the kit has hung up meanwhile (the upstream connection stays
+    open until it is sent), as a slow network path would.
+    """
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = self.listener.getsockname()[:2]
+        self._holds: list[float] = []
+        self._lock = threading.Lock()
+        self.delivered = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold_next_commit(self, seconds: float) -> None:
+        with self._lock:
+            self._holds.append(seconds)
+        self.delivered.clear()
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.upstream)
+            threading.Thread(target=self._to_upstream, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._to_client, args=(upstream, client), daemon=True).start()
+
+    def _to_upstream(self, client: socket.socket, upstream: socket.socket) -> None:
+        with contextlib.suppress(OSError), client.makefile("rb") as lines:
+            for line in lines:
+                if line.startswith(b"COMMIT"):
+                    with self._lock:
+                        hold = self._holds.pop(0) if self._holds else 0.0
+                    if hold:
+                        time.sleep(hold)
+                        upstream.sendall(line)
+                        self.delivered.set()
+                        continue
+                upstream.sendall(line)
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_WR)
+
+    def _to_client(self, upstream: socket.socket, client: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                with contextlib.suppress(OSError):
+                    client.sendall(data)
+        for end in (upstream, client):
+            with contextlib.suppress(OSError):
+                end.close()
+
+
+@pytest.fixture
+def proxy(legacy_address: tuple[str, int]) -> Iterator[CommitHoldingProxy]:
+    running = CommitHoldingProxy(legacy_address)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def late_service(store: Store, proxy: CommitHoldingProxy) -> ImportService:
+    host, port = proxy.address
+    ctx = ServiceContext(
+        store=store,
+        legacy=SimulatorPort.tcp(host, port, timeout=LEGACY_TIMEOUT),
+        codec=HandleCodec(SECRET),
+        cursors=CursorCodec(SECRET),
+        commit_policy=CommitPolicy(
+            retry_wait_initial=0.001, retry_wait_max=0.01, unknown_grace_seconds=GRACE
+        ),
+    )
+    return ImportService(ctx)
+
+
+def judged_not_committed(
+    service: ImportService, who: Principal, proxy: CommitHoldingProxy
+) -> tuple[str, str]:
+    """(handle, operation id) of a commit whose COMMIT is held past the grace period and that the
+    reconciler has already judged not_committed."""
+    handle = service.begin(who, "customers").handle
+    service.add(who, handle, [{"n": 1}, {"n": 2}])
+    proxy.hold_next_commit(HOLD)
+    first = service.commit(who, handle, idempotency_key="first")
+    assert first.status == "outcome_unknown", first
+    time.sleep(GRACE + 0.1)
+    [resolution] = service.reconcile()
+    assert (resolution.status, resolution.finding) == ("failed", "not_committed")
+    assert service.status(who, handle).status == "open"
+    assert first.operation_id is not None
+    return handle, first.operation_id
+
+
+def late_events(service: ImportService) -> list[Any]:
+    with service.ctx.store.unit_of_work() as uow:
+        return [e for e in uow.events.after(0, 10_000) if e.kind == LATE_COMMIT_EVENT]
+
+
+def test_a_new_commit_asks_about_earlier_batches_and_stops(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    handle, _ = judged_not_committed(late_service, alice, proxy)
+    assert proxy.delivered.wait(HOLD + 5)  # the held COMMIT lands now, after its not_committed verdict
+    time.sleep(0.3)
+    assert len(legacy_engine.committed_batches()) == 1
+
+    again = late_service.commit(alice, handle, idempotency_key="second")
+
+    assert again.status == "outcome_unknown"  # needs_operator is answered as outcome_unknown
+    view = late_service.operation_status(alice, operation_id=again.operation_id)
+    assert view.status == "needs_operator"
+    assert len(legacy_engine.committed_batches()) == 1, "no second batch"
+    assert late_service.status(alice, handle).status == "committed"
+
+
+def test_a_second_batch_is_found_by_the_watch(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    second = late_service.commit(alice, handle, idempotency_key="second")  # before the held one lands
+    assert second.status == "committed"
+    assert late_service.maintain().resolutions == []
+    assert late_events(late_service) == []  # nothing to see yet
+
+    assert proxy.delivered.wait(HOLD + 5)
+    time.sleep(0.3)
+    assert len(legacy_engine.committed_batches()) == 2  # the late COMMIT made a second batch
+
+    late_service.maintain()
+
+    view = late_service.operation_status(alice, operation_id=first_id)
+    assert view.status == "needs_operator"
+    [found] = late_events(late_service)
+    assert (found.operation_id, found.detail["finding"]) == (first_id, "second_batch")
+    assert late_commit_counts(late_service.ctx) == {"second_batch": 1}
+    late_service.maintain()  # found once, not again on every pass
+    assert len(late_events(late_service)) == 1
+
+
+def test_a_late_batch_alone_is_recorded_as_the_commit(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    assert proxy.delivered.wait(HOLD + 5)
+    time.sleep(0.3)
+
+    late_service.maintain()
+
+    view = late_service.operation_status(alice, operation_id=first_id)
+    assert view.status == "succeeded"
+    assert late_service.status(alice, handle).status == "committed"
+    assert [e.detail["finding"] for e in late_events(late_service)] == ["late_commit_recorded"]
+    assert len(legacy_engine.committed_batches()) == 1
