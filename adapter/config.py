@@ -59,8 +59,14 @@ class Settings(BaseSettings):
     local_ttl_seconds: int = Field(default=900, ge=10)
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
     confirm_max_seconds: int = Field(default=600, ge=10)
+    # Which MCP protocol eras are served: "modern" (2026-07-28, per-request envelope) and "legacy"
+    # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
+    protocol_eras: Annotated[list[Literal["modern", "legacy"]], NoDecode] = Field(
+        default_factory=lambda: ["modern", "legacy"], min_length=1
+    )
+    legacy_session_idle_seconds: float = Field(default=1800.0, gt=0)
 
-    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @field_validator("allowed_origins", "allowed_hosts", "protocol_eras", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):

@@ -70,7 +70,7 @@ def serve_stdio(settings: Settings) -> int:
 
     async def main() -> None:
         async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            tasks.start_soon(run_event_feed, kit.service, gateway.publish_changes)
             tasks.start_soon(run_maintenance_loop, kit.service, settings)
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
             tasks.cancel_scope.cancel()

@@ -22,7 +22,7 @@ from adapter.bootstrap import Kit
 from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
-from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.http.guard import EraGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
@@ -66,7 +66,12 @@ def create_app(
     mcp_app = gateway.server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=False,  # SSE responses, so progress and cancellation work
-        stateless_http=True,
+        # Affects only the legacy (2025) era: a session per initialize, held by this worker, so the
+        # client's answers to elicitation and its notifications/cancelled reach the request they
+        # belong to. Several workers need sticky routing by Mcp-Session-Id (docs/operations.md); an
+        # unknown or reaped session id gets 404 and the client initializes again.
+        stateless_http=False,
+        session_idle_timeout=settings.legacy_session_idle_seconds,
         transport_security=transport_security(settings),
         **auth_kwargs,  # type: ignore[arg-type]
     )
@@ -74,7 +79,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            tasks.start_soon(run_event_feed, kit.service, gateway.publish_changes)
             if run_maintenance:
                 tasks.start_soon(run_maintenance_loop, kit.service, settings)
             try:
@@ -111,5 +116,5 @@ def create_app(
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "problems": []})
 
-    app.mount("/", ModernEraGuard(mcp_app))
+    app.mount("/", EraGuard(mcp_app, settings.protocol_eras))
     return app

@@ -1,5 +1,8 @@
 """Confirmation of a commit with a form-mode elicitation (a multi round-trip request, MRTR).
 
+(A legacy-era session, 2025-11-25 and before, is asked inside the request instead: see
+:func:`ask_in_session`. The policy and the question are the same in both eras.)
+
 Round 1 answers ``input_required`` with one question (``confirm``) and a ``requestState``; the
 client asks its user and calls ``commit_import`` again with the answer and the state. The SDK's
 ``RequestStateBoundary`` seals the state (AES-GCM, keys derived from ADAPTER_SECRET so any worker
@@ -17,15 +20,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from adapter.domain.errors import InvalidRequest
 
-__all__ = ["Answer", "ConfirmPolicy", "question", "read_answer"]
+__all__ = ["Answer", "ConfirmPolicy", "ask_in_session", "question", "read_answer"]
 
 CONFIRM_KEY = "confirm"
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Commit now",
+            "description": "Commit is final in the legacy system; it can only be voided.",
+        }
+    },
+    "required": ["confirm"],
+}
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 
@@ -69,17 +84,7 @@ def question(message: str, nonce: str | None, round_: int, started: float | None
             CONFIRM_KEY: ElicitRequest(
                 params=ElicitRequestFormParams(
                     message=message,
-                    requested_schema={
-                        "type": "object",
-                        "properties": {
-                            "confirm": {
-                                "type": "boolean",
-                                "title": "Commit now",
-                                "description": "Commit is final in the legacy system; it can only be voided.",
-                            }
-                        },
-                        "required": ["confirm"],
-                    },
+                    requested_schema=CONFIRM_SCHEMA,
                 )
             )
         },
@@ -121,3 +126,20 @@ def _decision(response: object) -> str:
     if content.get("confirm") is False:
         return "declined"
     return "missing"
+
+
+async def ask_in_session(ctx: ServerRequestContext[Any, Any], message: str, policy: ConfirmPolicy) -> str:
+    """Ask a legacy-era client with ``elicitation/create`` on its session; accepted, declined or missing.
+
+    The question lives inside one ``tools/call`` (the answer comes back on the same session), so it
+    is single-use by construction. A client that fails the elicitation, or a user who does not answer
+    within ``max_seconds``, has not confirmed anything.
+    """
+    try:
+        with anyio.fail_after(policy.max_seconds):
+            result = await ctx.session.elicit_form(message, CONFIRM_SCHEMA, related_request_id=ctx.request_id)
+    except TimeoutError:
+        raise InvalidRequest("the confirmation took too long; call commit_import again") from None
+    except MCPError as exc:
+        raise InvalidRequest(f"the client could not ask for confirmation ({exc.error.message})") from None
+    return _decision(result.model_dump(mode="json", exclude_none=True))

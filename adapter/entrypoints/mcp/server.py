@@ -8,16 +8,22 @@ Everything here is per request; nothing is remembered between requests except in
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 from mcp.server import CacheHint, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
+    EmptyResult,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -30,10 +36,12 @@ from mcp_types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     TextContent,
     TextResourceContents,
+    UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
 
@@ -43,8 +51,10 @@ from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound
 from adapter.domain.identity import HandleCodec
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
-from adapter.entrypoints.mcp.identity import current_principal
-from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
+from adapter.entrypoints.mcp.eras import EraGate, era_of
+from adapter.entrypoints.mcp.identity import Unauthenticated, current_principal
+from adapter.entrypoints.mcp.legacy import LegacySubscriptions, connection_of
+from adapter.entrypoints.mcp.observability import OnRequest, RequestLog
 from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
 
@@ -84,6 +94,27 @@ def _validation_message(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
+class _AdapterServer(Server[Any]):
+    """The SDK server, announcing ``resources.listChanged`` to legacy-era clients too.
+
+    The handshake era takes its capabilities from ``create_initialization_options()``, whose default
+    announces no list changes; this server sends ``notifications/resources/list_changed`` to its
+    legacy sessions (see :class:`~adapter.entrypoints.mcp.legacy.LegacySubscriptions`).
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(resources_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
 class McpGateway:
     """Builds the MCP server for one process and owns its subscription bus."""
 
@@ -94,6 +125,7 @@ class McpGateway:
         self.settings = settings
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = InMemorySubscriptionBus()
+        self.legacy = LegacySubscriptions()  # resources/subscribe of 2025-era sessions
         self._listen = ListenHandler(self.bus)
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         self.tools: dict[str, Tool] = {
@@ -105,7 +137,7 @@ class McpGateway:
         self.server = self._build()
 
     def _build(self) -> Server[Any]:
-        server: Server[Any] = Server(
+        server: Server[Any] = _AdapterServer(
             SERVER_NAME,
             version=__version__,
             title="Legacy import adapter",
@@ -124,13 +156,16 @@ class McpGateway:
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
             on_subscriptions_listen=self.listen,
+            on_subscribe_resource=self.subscribe,
+            on_unsubscribe_resource=self.unsubscribe,
             # Mcp-Param header validation looks the schema up here instead of dispatching an
             # internal tools/list through the middleware (which logged a second line per call).
             get_tool_input_schema=self._tool_input_schema,
         )
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
         server.middleware.append(RequestLog(on_request=self._on_request))
-        server.middleware.append(ModernOnly())
+        server.middleware.append(EraGate(self.settings.protocol_eras))
+        server.middleware.append(self._track_legacy)
         server.middleware.append(
             RequestStateBoundary(
                 RequestStateSecurity(keys=keys, audience=SERVER_NAME), default_audience=SERVER_NAME
@@ -274,6 +309,43 @@ class McpGateway:
         except HandleNotFound:
             return False
         return True
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        """A 2025-era subscription: honored for the caller's own imports only, refused otherwise."""
+        uri = str(params.uri)
+        if not await self._owns(self._principal(), uri):
+            raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri})
+        if not self.legacy.subscribe(connection_of(ctx), self._principal(), uri):
+            raise MCPError(INVALID_PARAMS, "Too many subscriptions on this session")
+        return EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        self.legacy.unsubscribe(connection_of(ctx), str(params.uri))
+        return EmptyResult()
+
+    async def _track_legacy(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: remember each legacy-era connection, so it hears resource list changes."""
+        if era_of(ctx.protocol_version) == "legacy":
+            with contextlib.suppress(Unauthenticated):  # the handler refuses it
+                self.legacy.track(connection_of(ctx), self._principal())
+        return await call_next(ctx)
+
+    async def publish_changes(self, uris: list[str]) -> None:
+        """One poll's changed imports, to both eras: listen streams (bus) and legacy sessions."""
+        for uri in uris:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            await self.legacy.resource_updated(uri)
+        # A changed import changes its entry in resources/list (status, record count): tell the
+        # legacy sessions of its owner, and only them.
+        for principal in self.legacy.principals() if uris else ():
+            for uri in uris:
+                if await self._owns(principal, uri):
+                    await self.legacy.list_changed(principal)
+                    break
 
     def close(self) -> None:
         self._listen.close()

@@ -24,7 +24,8 @@ from adapter.domain.errors import AdapterError
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
-from adapter.entrypoints.mcp.confirm import ConfirmPolicy, question, read_answer
+from adapter.entrypoints.mcp.confirm import ConfirmPolicy, ask_in_session, question, read_answer
+from adapter.entrypoints.mcp.eras import era_of
 from adapter.services import CancelToken, ImportService
 
 __all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
@@ -147,6 +148,8 @@ async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
 
 async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut | InputRequiredResult:
     """Confirm (when the policy and the client allow), then commit with progress and cancellation."""
+    if era_of(call.ctx.protocol_version) == "legacy":
+        return await _commit_legacy_era(call, args)
     key = args.idempotency_key
     answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
     if answer is None and call.confirm.should_ask(call.ctx):
@@ -175,6 +178,44 @@ async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut
         key = key or f"confirmed:{answer.nonce}"
     result = await _commit_with_progress(call, args.handle, key)
     return _commit_out(result)
+
+
+async def _commit_legacy_era(call: Call, args: s.CommitImportIn) -> s.CommitImportOut:
+    """The 2025 era: the same policy, asked inside this request with ``elicitation/create``.
+
+    After an accept the import is read again: if its record count or target is no longer what the
+    question named (records were added meanwhile), the user is asked again with the new figures, at
+    most ``max_rounds`` times in all; only a confirmation of what is actually staged commits.
+    """
+    rounds = 0
+    while call.confirm.should_ask(call.ctx):
+        view = await run_in_thread(call.service.status, call.principal, args.handle)
+        if view.status != "open" or view.record_count == 0:  # the commit itself explains why not
+            break
+        named = (view.record_count, view.target)
+        decision = await ask_in_session(call.ctx, _question_text(*named), call.confirm)
+        rounds += 1
+        if decision == "declined":
+            return _declined(args.handle, view.record_count)
+        if decision == "accepted":
+            now = await run_in_thread(call.service.status, call.principal, args.handle)
+            if (now.record_count, now.target) == named or now.status != "open":
+                break
+        if rounds >= call.confirm.max_rounds:
+            raise _ConfirmationMissing()
+    result = await _commit_with_progress(call, args.handle, args.idempotency_key)
+    return _commit_out(result)
+
+
+def _declined(handle: str, record_count: int) -> s.CommitImportOut:
+    return s.CommitImportOut(
+        handle=handle,
+        status="declined",
+        operation_id=None,
+        legacy_batch_id=None,
+        record_count=record_count,
+        replayed=False,
+    )
 
 
 class _ConfirmationMissing(AdapterError):
