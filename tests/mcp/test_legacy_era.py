@@ -177,7 +177,9 @@ async def test_a_cancelled_legacy_commit_is_recorded_as_cancelled(
 
         async def commit() -> None:
             await client.call_tool(
-                "commit_import", {"handle": handle, "idempotency_key": "cancel-me"}, progress_callback=on_progress
+                "commit_import",
+                {"handle": handle, "idempotency_key": "cancel-me"},
+                progress_callback=on_progress,
             )
 
         with anyio.fail_after(20):
@@ -250,7 +252,11 @@ def _legacy_initialize(request_id: int = 1) -> dict[str, Any]:
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
     }
 
 
@@ -324,8 +330,12 @@ async def test_a_version_nobody_serves_is_refused_naming_every_served_version(se
 async def test_both_eras_share_handles_and_idempotency(server: Any, legacy_engine: Any) -> None:
     async with server.client(mode="legacy") as old, server.client() as new:
         assert isinstance(old, Client)
-        begun = server.structured(await old.call_tool("begin_import", {"target": "c", "idempotency_key": "b1"}))
-        again = server.structured(await new.call_tool("begin_import", {"target": "c", "idempotency_key": "b1"}))
+        begun = server.structured(
+            await old.call_tool("begin_import", {"target": "c", "idempotency_key": "b1"})
+        )
+        again = server.structured(
+            await new.call_tool("begin_import", {"target": "c", "idempotency_key": "b1"})
+        )
         assert (again["handle"], again["replayed"]) == (begun["handle"], True)
         await new.call_tool("add_record", {"handle": begun["handle"], "record": {"x": 1}})
         seen = server.structured(await old.call_tool("get_import_status", {"handle": begun["handle"]}))
