@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/core_import.py
 
-# MCP conformance suite (2026-07-28 requirement set) against a fresh server; see conformance/run.py.
+# MCP conformance suite (2026-07-28 and 2025-11-25 requirement sets) against a fresh server (conformance/run.py).
 # Node 22, the suite and the Inspector CLI come from the npm registry, pinned by conformance/package-lock.json.
 CONFORMANCE_STAMP := conformance/node_modules/.installed-stamp
 
