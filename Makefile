@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test demo serve lint bench clean conformance
+.PHONY: install test demo serve lint bench clean conformance node-clients
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ $(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
 
 conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python conformance/run.py
+
+# MCP clients that others wrote (TypeScript SDK 1.x, v2 client) on Node 22, for tests/mcp/test_node_clients.py;
+# pinned by tests/node/package-lock.json. Without them those tests skip.
+NODE_CLIENTS_STAMP := tests/node/node_modules/.installed-stamp
+
+$(NODE_CLIENTS_STAMP): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-clients: $(NODE_CLIENTS_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

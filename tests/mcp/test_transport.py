@@ -1,4 +1,4 @@
-"""The HTTP edge: Origin, bearer tokens, the legacy handshake when not served, unknown methods, GET, health."""
+"""The HTTP edge: Origin, bearer tokens, the handshake when not served, unknown methods, GET, health."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class EraGuard:
         refused = version not in self.supported if version is not None else not legacy
         if scope["method"] == "POST" and refused:
             body = await _read_body(receive)
-            await _refuse(send, body, version, self.supported)
+            await _refuse(send, body, version, self.eras)
             return
         await self.app(scope, receive, send)
 
@@ -67,7 +67,7 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _refuse(send: Send, body: bytes, version: str | None, supported: list[str]) -> None:
+async def _refuse(send: Send, body: bytes, version: str | None, eras: frozenset[str]) -> None:
     request_id: Any = None
     requested = version
     try:
@@ -76,7 +76,7 @@ async def _refuse(send: Send, body: bytes, version: str | None, supported: list[
         requested = requested or (message.get("params") or {}).get("protocolVersion")
     except (ValueError, AttributeError):
         pass
-    error = {"jsonrpc": "2.0", "id": request_id, "error": refusal_error(supported, requested)}
+    error = {"jsonrpc": "2.0", "id": request_id, "error": refusal_error(eras, requested)}
     await _respond(send, 400, json.dumps(error).encode(), [(b"content-type", b"application/json")])
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "ERA_VERSIONS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "EraGate",
+    "answer_versions",
     "era_of",
     "refusal_error",
     "served_versions",
@@ -56,16 +57,36 @@ def served_versions(eras: Iterable[str]) -> list[str]:
     return [version for era in ("modern", "legacy") if era in chosen for version in ERA_VERSIONS[era]]
 
 
-def refusal_error(supported: list[str], requested: str | None) -> dict[str, Any]:
+def answer_versions(eras: Iterable[str], requested: str | None) -> list[str]:
+    """The versions ``error.data.supported`` lists for a refused request.
+
+    The list a client can switch to: the other era's versions for a request of an era not served,
+    and for a version nobody knows the modern ones when served (a 2026-07-28 client compares the
+    list with ``server/discover``'s ``supportedVersions``, which names modern versions only).
+    """
+    chosen = set(eras)
+    if requested in ERA_VERSIONS["legacy"] and "modern" in chosen:
+        return list(ERA_VERSIONS["modern"])
+    if requested in ERA_VERSIONS["modern"] and "legacy" in chosen:
+        return list(ERA_VERSIONS["legacy"])
+    return served_versions(["modern"] if "modern" in chosen else chosen)
+
+
+def refusal_error(eras: Iterable[str], requested: str | None) -> dict[str, Any]:
     """The JSON-RPC error object for a version this server does not serve.
 
-    The message itself names the versions, because several clients show only the message.
+    The message names every served version (several clients show only the message), the data the
+    versions of :func:`answer_versions`.
     """
+    chosen = frozenset(eras)
+    named = ", ".join(ERA_VERSIONS["modern"]) if "modern" in chosen else ""
+    if "legacy" in chosen:
+        handshake = "the initialize handshake at " + ", ".join(ERA_VERSIONS["legacy"])
+        named = f"{named} and {handshake}" if named else handshake
     return {
         "code": UNSUPPORTED_PROTOCOL_VERSION,
-        "message": f"Unsupported protocol version {requested or '(none)'}: this server speaks "
-        + ", ".join(supported),
-        "data": {"supported": supported, "requested": requested},
+        "message": f"Unsupported protocol version {requested or '(none)'}: this server speaks {named}",
+        "data": {"supported": answer_versions(chosen, requested), "requested": requested},
     }
 
 
@@ -78,7 +99,6 @@ class EraGate:
 
     def __init__(self, eras: Iterable[str]) -> None:
         self.eras = frozenset(eras)
-        self.supported = served_versions(self.eras)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if era_of(ctx.protocol_version) in self.eras:
@@ -89,5 +109,5 @@ class EraGate:
         requested = ctx.protocol_version
         if ctx.method == "initialize":
             requested = (ctx.params or {}).get("protocolVersion")
-        error = refusal_error(self.supported, requested if isinstance(requested, str) else None)
+        error = refusal_error(self.eras, requested if isinstance(requested, str) else None)
         raise MCPError(error["code"], error["message"], data=error["data"])
