@@ -88,7 +88,9 @@ async def test_typescript_sdk_1x_unconfigured_runs_the_whole_flow(server: Any, l
 
 @needs_node
 @pytest.mark.parametrize("settings_overrides", [SLOW_LEGACY])
-async def test_typescript_v2_client_at_2026_07_28_runs_the_whole_flow(server: Any, legacy_engine: Any) -> None:
+async def test_typescript_v2_client_at_2026_07_28_runs_the_whole_flow(
+    server: Any, legacy_engine: Any
+) -> None:
     legacy_engine.update_faults(latency_ms=2)
     env = {"MCP_URL": server.url, "MCP_TOKEN": server.alice_token}
     out = await anyio.to_thread.run_sync(run_flow, "v2", env)
