@@ -22,6 +22,13 @@ class ConfigError(Exception):
     """A setting is missing or wrong; the message is one line meant for the operator."""
 
 
+Era = Literal["modern", "legacy"]
+
+
+def _both_eras() -> list[Era]:
+    return ["modern", "legacy"]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ADAPTER_", extra="ignore")
 
@@ -61,9 +68,7 @@ class Settings(BaseSettings):
     confirm_max_seconds: int = Field(default=600, ge=10)
     # Which MCP protocol eras are served: "modern" (2026-07-28, per-request envelope) and "legacy"
     # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
-    protocol_eras: Annotated[list[Literal["modern", "legacy"]], NoDecode] = Field(
-        default_factory=lambda: ["modern", "legacy"], min_length=1
-    )
+    protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
     legacy_session_idle_seconds: float = Field(default=1800.0, gt=0)
 
     @field_validator("allowed_origins", "allowed_hosts", "protocol_eras", mode="before")

@@ -50,7 +50,7 @@ class EraGuard:
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key.lower() == name:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
     return None
 
 

@@ -106,7 +106,7 @@ class EraGate:
         if ctx.request_id is None:
             log.debug("dropped %s of an era not served", ctx.method)
             return None
-        requested = ctx.protocol_version
+        requested: object = ctx.protocol_version
         if ctx.method == "initialize":
             requested = (ctx.params or {}).get("protocolVersion")
         error = refusal_error(self.eras, requested if isinstance(requested, str) else None)

@@ -49,7 +49,7 @@ from adapter import __version__
 from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, HandleNotFound
-from adapter.domain.identity import HandleCodec
+from adapter.domain.identity import HandleCodec, Principal
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.eras import EraGate, era_of
 from adapter.entrypoints.mcp.identity import Unauthenticated, current_principal
@@ -173,7 +173,7 @@ class McpGateway:
         )
         return server
 
-    def _principal(self):
+    def _principal(self) -> Principal:
         return current_principal(auth_required=not self.settings.local_mode)
 
     # --- tools ---------------------------------------------------------------------------------
