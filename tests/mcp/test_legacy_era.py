@@ -17,7 +17,11 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitRequestFormParams, ElicitResult
 
-pytestmark = pytest.mark.anyio
+# resources/subscribe is the 2025 era's API; the SDK warns that 2026-07-28 removed it.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
+]
 
 ACCEPT = ElicitResult(action="accept", content={"confirm": True})
 LEGACY = "2025-11-25"

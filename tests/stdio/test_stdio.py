@@ -330,6 +330,7 @@ def test_a_legacy_opening_refuses_a_later_2026_request(raw_server: subprocess.Po
     assert "2026-07-28" in reply["error"]["message"]
 
 
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
 async def test_a_legacy_client_runs_the_whole_flow_over_stdio_with_one_confirmation(
     server_env: dict[str, str], tmp_path: Path, legacy_engine: LegacyEngine
 ) -> None:
