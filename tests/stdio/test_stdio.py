@@ -327,7 +327,15 @@ def test_a_legacy_opening_refuses_a_later_2026_request(raw_server: subprocess.Po
     reply = json.loads(read_line(raw_server))
     assert reply["id"] == 2
     assert "result" not in reply
-    assert "2026-07-28" in reply["error"]["message"]
+    assert reply["error"]["code"] == -32022
+    assert reply["error"]["data"] == {
+        "supported": ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+        "requested": "2026-07-28",
+    }
+    assert "2025-11-25" in reply["error"]["message"]
+    # the connection stays what it opened as
+    send(raw_server, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert json.loads(read_line(raw_server))["result"]["tools"]
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe

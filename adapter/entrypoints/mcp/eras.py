@@ -17,12 +17,16 @@ never turns into a half-served session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import anyio.abc
 from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
+from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCRequest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "EraGate",
     "answer_versions",
     "era_of",
+    "lock_stdio_era",
     "refusal_error",
     "served_versions",
 ]
@@ -111,3 +116,46 @@ class EraGate:
             requested = (ctx.params or {}).get("protocolVersion")
         error = refusal_error(self.eras, requested if isinstance(requested, str) else None)
         raise MCPError(error["code"], error["message"], data=error["data"])
+
+
+def _request_era(request: JSONRPCRequest) -> str:
+    """The era a request belongs to, by the SDK's rule: only a non-``initialize`` request carrying the
+    2026-07-28 envelope (``_meta`` protocol version) is modern."""
+    meta = (request.params or {}).get("_meta")
+    enveloped = isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta
+    return "modern" if enveloped and request.method != "initialize" else "legacy"
+
+
+async def lock_stdio_era(
+    read: ReadStream[SessionMessage | Exception],
+    forward: anyio.abc.ObjectSendStream[SessionMessage | Exception],
+    write: WriteStream[SessionMessage],
+) -> None:
+    """Relay a stdio connection's messages to the server, refusing a 2026-07-28 request on a
+    connection that opened with ``initialize`` with -32022 naming the handshake versions.
+
+    The SDK fixes the era with the first request too, but answers that case with a bare -32600 that
+    names no version; the other case (``initialize`` after a modern opening) it already answers with
+    -32022 naming 2026-07-28. Closing ``forward`` at end of input ends the server as before.
+    """
+    opened: str | None = None
+    async with forward:
+        async for item in read:
+            if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                era = _request_era(item.message)
+                opened = opened or era
+                if opened == "legacy" and era == "modern":
+                    await write.send(SessionMessage(_mixed_era_error(item.message)))
+                    continue
+            await forward.send(item)
+
+
+def _mixed_era_error(request: JSONRPCRequest) -> JSONRPCError:
+    legacy = list(ERA_VERSIONS["legacy"])
+    message = (
+        "Unsupported protocol version 2026-07-28 on this connection: it opened with initialize and "
+        f"speaks the handshake versions ({', '.join(legacy)}); use a new connection for 2026-07-28"
+    )
+    data = {"supported": legacy, "requested": "2026-07-28"}
+    error = ErrorData(code=UNSUPPORTED_PROTOCOL_VERSION, message=message, data=data)
+    return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
