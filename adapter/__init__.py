@@ -1,11 +1,93 @@
 """legacy-mcp-adapter: wrap a stateful legacy system as a stateless, safe MCP server.
 
-The public surface is small on purpose:
+The public surface is what ``__all__`` lists; everything else may change between versions. It is
+pinned by ``tests/unit/test_public_surface.py``, so a change here is always deliberate.
 
-* :class:`adapter.services.ImportService` - every use case, called by every transport;
-* :mod:`adapter.ports.legacy` - the interface to implement to wrap your own system;
-* :func:`adapter.bootstrap.build` - wire settings, store, legacy port and services.
+* settings: :class:`Settings`, :func:`load_settings`, :class:`ConfigError`;
+* wiring: :func:`build` returns a :class:`Kit` (settings, store, legacy port, services);
+* the legacy port, to wrap your own system (``docs/wrap-your-own-system.md``): the protocols
+  :class:`LegacyPort` and :class:`LegacySession`, their errors :class:`LegacyError` (base),
+  :class:`LegacyFailed`, :class:`LegacyTransient`, :class:`LegacyOutcomeUnknown`, and their result
+  types :class:`CommittedBatch`, :class:`BatchStatus`, :class:`CommittedBatchInfo`, :class:`VoidResult`;
+* the app factory :func:`create_app` (FastAPI: MCP endpoint, admin API, dashboard, metrics).
+
+``import adapter`` stays light: each name is imported on first use (PEP 562 ``__getattr__``), so a
+CLI start or a port module that only needs the errors does not pay for FastAPI, SQLAlchemy or the SDK.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+_PORT = "adapter.ports.legacy"
+_HOME = {
+    "Settings": "adapter.config",
+    "load_settings": "adapter.config",
+    "ConfigError": "adapter.config",
+    "build": "adapter.bootstrap",
+    "Kit": "adapter.bootstrap",
+    "LegacyPort": _PORT,
+    "LegacySession": _PORT,
+    "LegacyError": _PORT,
+    "LegacyFailed": _PORT,
+    "LegacyTransient": _PORT,
+    "LegacyOutcomeUnknown": _PORT,
+    "CommittedBatch": _PORT,
+    "BatchStatus": _PORT,
+    "CommittedBatchInfo": _PORT,
+    "VoidResult": _PORT,
+    "create_app": "adapter.entrypoints.http.app",
+}
+
+__all__ = [
+    "BatchStatus",
+    "CommittedBatch",
+    "CommittedBatchInfo",
+    "ConfigError",
+    "Kit",
+    "LegacyError",
+    "LegacyFailed",
+    "LegacyOutcomeUnknown",
+    "LegacyPort",
+    "LegacySession",
+    "LegacyTransient",
+    "Settings",
+    "VoidResult",
+    "__version__",
+    "build",
+    "create_app",
+    "load_settings",
+]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
+    from adapter.bootstrap import Kit, build
+    from adapter.config import ConfigError, Settings, load_settings
+    from adapter.entrypoints.http.app import create_app
+    from adapter.ports.legacy import (
+        BatchStatus,
+        CommittedBatch,
+        CommittedBatchInfo,
+        LegacyError,
+        LegacyFailed,
+        LegacyOutcomeUnknown,
+        LegacyPort,
+        LegacySession,
+        LegacyTransient,
+        VoidResult,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'adapter' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

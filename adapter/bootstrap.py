@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapter.config import Settings
+from adapter.config import Settings, ensure_secret_file
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
@@ -51,6 +51,7 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
     store = store or Store.from_url(settings.database_url)
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
+    ensure_secret_file(settings)  # start-up creates the key file once; Settings only read it
     secret = settings.secret_bytes()
     # In local mode a handle is a bearer secret: it must not outlive local_ttl_seconds.
     max_ttl = settings.local_ttl_seconds if settings.local_mode else Limits().max_ttl_seconds

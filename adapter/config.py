@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+__all__ = ["ConfigError", "Settings", "ensure_secret_file", "load_settings"]
 
 
 class ConfigError(Exception):
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         return value
 
     def secret_bytes(self) -> bytes:
-        """The handle secret: ADAPTER_SECRET, else a key file created once (mode 0600).
+        """The handle secret: ADAPTER_SECRET, else the key file (see ``ensure_secret_file``). Reads only.
 
         Handles are derived from it, so it must stay the same across restarts and be shared by
         every worker; several workers on one database must set ADAPTER_SECRET.
@@ -101,20 +101,33 @@ class Settings(BaseSettings):
         if self.secret:
             return self.secret.encode()
         path = Path(self.secret_file)
-        if not path.exists():
+        for _ in range(50):  # a process that is creating it may still be writing it
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another process created it first: use theirs
-                pass
-            else:
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(secrets.token_hex(32))
-        for _ in range(50):  # the creator may still be writing it
-            text = path.read_text().strip()
+                text = path.read_text().strip()
+            except FileNotFoundError:
+                raise ConfigError(
+                    f"invalid setting ADAPTER_SECRET_FILE: {path} does not exist (set ADAPTER_SECRET, "
+                    "or start the kit once through adapter.bootstrap.build, which creates it)"
+                ) from None
             if len(text) >= 64:
                 return text.encode()
             time.sleep(0.01)
         raise ConfigError(f"invalid setting ADAPTER_SECRET_FILE: {path} holds no usable secret")
+
+
+def ensure_secret_file(settings: Settings) -> None:
+    """At start-up: when ADAPTER_SECRET is unset, create the key file once, readable by its owner only.
+
+    Safe when several processes start at once: exactly one creates it (``O_EXCL``), the others use it.
+    """
+    if settings.secret:
+        return
+    try:
+        fd = os.open(settings.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # created before, or by another process first: use that one
+        return
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
 
 
 def load_settings(**overrides: object) -> Settings:

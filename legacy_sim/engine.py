@@ -237,10 +237,6 @@ class EngineSession:
     def alive(self) -> bool:
         return self._alive
 
-    @property
-    def open_batch_ref(self) -> str | None:
-        return self._open_ref
-
     def execute(self, request: Request) -> dict[str, Any]:
         """Run one command: idle check, injected latency and errors, then the command itself.
 
@@ -278,10 +274,10 @@ class EngineSession:
     def _begin(self, request: Request) -> dict[str, Any]:
         if self._open_ref is not None:
             raise CommandError(STATE, f"batch {self._open_ref} is already open in this session")
-        assert request.arg is not None
-        self._open_ref = request.arg
+        ref = _argument(request)
+        self._open_ref = ref
         self._records = []
-        return {"batch_ref": request.arg}
+        return {"batch_ref": ref}
 
     def _add(self, request: Request) -> dict[str, Any]:
         if self._open_ref is None:
@@ -311,12 +307,10 @@ class EngineSession:
         return {"rolled_back": had_batch, "discarded": discarded}
 
     def _status(self, request: Request) -> dict[str, Any]:
-        assert request.arg is not None
-        return self._engine.batch_status(request.arg)
+        return self._engine.batch_status(_argument(request))
 
     def _void(self, request: Request) -> dict[str, Any]:
-        assert request.arg is not None
-        return self._engine.void_batch(request.arg)
+        return self._engine.void_batch(_argument(request))
 
     def _faults(self, request: Request) -> dict[str, Any]:
         try:
@@ -326,3 +320,10 @@ class EngineSession:
 
     def _ping(self, request: Request) -> dict[str, Any]:
         return {"pong": True}
+
+
+def _argument(request: Request) -> str:
+    """The batch reference a BEGIN, STATUS or VOID names; the parser requires one, this makes sure."""
+    if request.arg is None:
+        raise CommandError(INVALID, f"{request.command} needs a batch reference")
+    return request.arg

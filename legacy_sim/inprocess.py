@@ -25,7 +25,7 @@ from legacy_sim.protocol import (
     parse_request,
 )
 
-__all__ = ["InProcessClient", "connect_in_process"]
+__all__ = ["InProcessClient"]
 
 
 class InProcessClient(SingleCommands):
@@ -88,8 +88,3 @@ class InProcessClient(SingleCommands):
         except SessionDropped as exc:
             self.close()
             raise ConnectionLostError(f"in-process legacy_sim session lost: {exc}") from exc
-
-
-def connect_in_process(engine: LegacyEngine) -> InProcessClient:
-    """Open an in-process session (the twin of ``LegacyClient(host, port)``)."""
-    return InProcessClient(engine)

@@ -35,7 +35,8 @@ def running_simulator(db: Path, *args: str, host: str = "127.0.0.1") -> Iterator
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
-        assert process.stdout is not None
+        if process.stdout is None:  # stdout=PIPE always gives one; never read from a closed stream
+            raise RuntimeError("legacy_sim was started without a stdout pipe")
         line = process.stdout.readline()  # the server prints exactly this line once it listens
         match = _LISTENING.search(line)
         if match is None:

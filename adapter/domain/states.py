@@ -1,4 +1,4 @@
-"""Import and operation states, and the transitions the service layer may make.
+"""Import and operation states, the named sets of them, and the transitions the service layer may make.
 
 The transitions are data, not scattered ``if`` statements, so ``docs/state-matrix.md`` and the code
 can be checked against each other (``tests/unit/test_domain.py``).
@@ -12,13 +12,21 @@ from typing import Protocol
 from adapter.domain.errors import InvalidState
 
 __all__ = [
+    "IMPORT_FINAL",
     "IMPORT_TRANSITIONS",
+    "OPERATION_AWAITING_RECONCILIATION",
+    "OPERATION_FINISHED",
+    "OPERATION_RETRYABLE",
     "OPERATION_TERMINAL",
+    "OPERATION_TRANSITIONS",
+    "OPERATION_UNRESOLVED",
     "ImportState",
     "OperationKind",
     "OperationState",
     "can_transition",
+    "can_transition_operation",
     "transition",
+    "transition_operation",
 ]
 
 
@@ -34,7 +42,6 @@ class ImportState(StrEnum):
 
 
 class OperationState(StrEnum):
-    PENDING = "pending"
     IN_PROGRESS = "in_progress"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -66,6 +73,43 @@ OPERATION_TERMINAL = frozenset(
     }
 )
 
+# --- named state sets: one definition each, so "unresolved" means the same everywhere ---------------
+
+_O = OperationState
+
+OPERATION_AWAITING_RECONCILIATION = frozenset({_O.OUTCOME_UNKNOWN, _O.IN_PROGRESS})
+"""Commit operations the reconciler may take over (``in_progress`` only once its lease ran out)."""
+
+OPERATION_UNRESOLVED = frozenset({_O.OUTCOME_UNKNOWN, _O.IN_PROGRESS, _O.NEEDS_OPERATOR, _O.COMPENSATING})
+"""Not finished: a worker, the reconciler or a person still has to act. Never purged."""
+
+OPERATION_FINISHED = frozenset(OperationState) - OPERATION_UNRESOLVED
+"""Nothing more will happen unless someone starts it again; retention may purge these."""
+
+OPERATION_RETRYABLE = frozenset({_O.FAILED, _O.CANCELLED})
+"""Commits that never reached the legacy system: the same idempotency key may run them again."""
+
+IMPORT_FINAL = frozenset({ImportState.ABORTED, ImportState.EXPIRED, ImportState.COMPENSATED})
+"""Imports nothing can change any more."""
+
+OPERATION_TRANSITIONS: dict[OperationState, frozenset[OperationState]] = {
+    # A commit ends one way or the other; needs_operator when asking first found a surprise.
+    _O.IN_PROGRESS: frozenset({_O.SUCCEEDED, _O.FAILED, _O.CANCELLED, _O.OUTCOME_UNKNOWN, _O.NEEDS_OPERATOR}),
+    # Reconciliation decides an unknown outcome (judge() in services/findings.py).
+    _O.OUTCOME_UNKNOWN: frozenset({_O.SUCCEEDED, _O.FAILED, _O.NEEDS_OPERATOR}),
+    # Failed or cancelled before COMMIT: the same key runs it again. A failed one is also corrected
+    # when a COMMIT reconciled as not committed turns out to have landed (succeeded / needs_operator).
+    _O.FAILED: frozenset({_O.IN_PROGRESS, _O.SUCCEEDED, _O.NEEDS_OPERATOR}),
+    _O.CANCELLED: frozenset({_O.IN_PROGRESS}),
+    _O.COMPENSATING: frozenset({_O.COMPENSATED, _O.NEEDS_OPERATOR}),
+    # An operator resolves it, or compensation runs again and succeeds.
+    _O.NEEDS_OPERATOR: frozenset({_O.RESOLVED, _O.COMPENSATED}),
+    # A resolved compensation that runs again (abort or operator compensate) records its new outcome.
+    _O.RESOLVED: frozenset({_O.COMPENSATED, _O.NEEDS_OPERATOR}),
+    _O.SUCCEEDED: frozenset(),
+    _O.COMPENSATED: frozenset(),
+}
+
 _I = ImportState
 IMPORT_TRANSITIONS: dict[ImportState, frozenset[ImportState]] = {
     # OPEN -> COMMITTED only when a COMMIT reconciled as "not committed" turns out to have landed.
@@ -86,8 +130,16 @@ def can_transition(current: ImportState, target: ImportState) -> bool:
     return target in IMPORT_TRANSITIONS[current]
 
 
+def can_transition_operation(current: OperationState, target: OperationState) -> bool:
+    return target in OPERATION_TRANSITIONS[current]
+
+
 class StateHolder(Protocol):
     state: str
+
+
+class StatusHolder(Protocol):
+    status: str
 
 
 def transition(row: StateHolder, target: ImportState) -> None:
@@ -100,3 +152,15 @@ def transition(row: StateHolder, target: ImportState) -> None:
     if not can_transition(current, target):
         raise InvalidState(f"an import that is {current.value} cannot become {target.value}")
     row.state = target.value
+
+
+def transition_operation(row: StatusHolder, target: OperationState) -> None:
+    """Move operation ``row`` to ``target`` if OPERATION_TRANSITIONS allows it; else InvalidState.
+
+    As for imports, staying in the same state is refused: a caller that may find the operation
+    already there checks first.
+    """
+    current = OperationState(row.status)
+    if not can_transition_operation(current, target):
+        raise InvalidState(f"an operation that is {current.value} cannot become {target.value}")
+    row.status = target.value

@@ -136,7 +136,8 @@ class SimulatorPort:
         """
         target = parse_legacy_url(url)
         if target.kind == "tcp":
-            assert target.host is not None and target.port is not None
+            if target.host is None or target.port is None:
+                raise ValueError(f"legacy URL {url!r} names no host and port")
             return cls.tcp(target.host, target.port, timeout)
         if embedded_db_path is None:
             raise ValueError("legacy URL 'embedded' needs a database path for the in-process simulator")

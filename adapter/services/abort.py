@@ -12,21 +12,28 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import select
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from adapter.domain.errors import InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
-from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.domain.states import (
+    IMPORT_FINAL,
+    ImportState,
+    OperationKind,
+    OperationState,
+    transition,
+    transition_operation,
+)
 from adapter.domain.views import AbortResult
-from adapter.ports.legacy import LegacyError, LegacyTransient
+from adapter.domain.vocabulary import EventKind
+from adapter.ports.legacy import LegacyError
 from adapter.services.access import find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
-from adapter.store.tables import CompensationRow, OperationRow
+from adapter.services.retries import legacy_retrying
+from adapter.store.tables import CompensationRow, ImportRow, OperationRow
+from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["abort_import", "compensate_import", "resume_compensations"]
-
-_FINAL = {ImportState.ABORTED.value, ImportState.COMPENSATED.value}
 
 
 def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> AbortResult:
@@ -39,14 +46,12 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
     def step() -> str:
         with ctx.store.unit_of_work() as uow:
             row = find_import(uow, principal, handle)
-            if row.state in _FINAL:
-                return row.state
-            if row.state == ImportState.EXPIRED.value:
+            if row.state in IMPORT_FINAL:
                 return row.state
             if row.state == ImportState.OPEN.value:
                 transition(row, ImportState.ABORTED)
                 uow.records.discard(row.id)
-                uow.events.record("import.aborted", import_id=row.id, state=row.state)
+                uow.events.record(EventKind.IMPORT_ABORTED, import_id=row.id, state=row.state)
                 uow.commit()
                 return row.state
             if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
@@ -71,9 +76,7 @@ def compensate_import(
     compensation_id = retry_on_conflict(lambda: _start(ctx, import_id, reason, principal))
     if compensation_id is None:
         with ctx.store.unit_of_work() as uow:
-            row = uow.imports.get(import_id)
-            assert row is not None
-            return row.state
+            return _import(uow, import_id).state
     return _void(ctx, import_id, compensation_id)
 
 
@@ -115,31 +118,25 @@ def _start(ctx: ServiceContext, import_id: str, reason: str, principal: Principa
         uow.compensations.add(compensation)
         transition(row, ImportState.COMPENSATING)
         uow.events.record(
-            "import.compensating", import_id=import_id, operation_id=operation.id, state=row.state
+            EventKind.IMPORT_COMPENSATING, import_id=import_id, operation_id=operation.id, state=row.state
         )
         uow.commit()
         return compensation.id
 
 
 def _void(ctx: ServiceContext, import_id: str, compensation_id: str) -> str:
-    policy = ctx.commit_policy
     with ctx.store.unit_of_work() as uow:
-        compensation = uow.compensations.for_import(import_id)
-        assert compensation is not None and compensation.id == compensation_id
+        compensation = _compensation(uow, import_id)
+        if compensation.id != compensation_id:
+            raise InvalidState(f"import {import_id} has another compensation than {compensation_id}")
         batch_id, operation_id = compensation.legacy_batch_id, compensation.operation_id
 
     def attempt() -> None:
         _count_attempt(ctx, import_id)
         ctx.legacy.void_batch(batch_id)
 
-    retrying = Retrying(
-        retry=retry_if_exception_type(LegacyTransient),
-        stop=stop_after_attempt(policy.max_attempts),
-        wait=wait_random_exponential(multiplier=policy.retry_wait_initial, max=policy.retry_wait_max),
-        reraise=True,
-    )
     try:
-        retrying(attempt)
+        legacy_retrying(ctx.commit_policy)(attempt)
     except LegacyError as exc:
         return _close(
             ctx,
@@ -155,14 +152,12 @@ def _void(ctx: ServiceContext, import_id: str, compensation_id: str) -> str:
 def _count_attempt(ctx: ServiceContext, import_id: str) -> None:
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
-            compensation = uow.compensations.for_import(import_id)
-            assert compensation is not None
+            compensation = _compensation(uow, import_id)
             compensation.attempts += 1
-            operation = uow.operations.get(compensation.operation_id)
-            assert operation is not None
+            operation = _operation(uow, compensation.operation_id)
             operation.attempts += 1
             uow.events.record(
-                "compensation.attempt",
+                EventKind.COMPENSATION_ATTEMPT,
                 import_id=import_id,
                 operation_id=operation.id,
                 state=operation.status,
@@ -184,11 +179,11 @@ def _close(
 ) -> str:
     def write() -> str:
         with ctx.store.unit_of_work() as uow:
-            row = uow.imports.get(import_id)
-            operation = uow.operations.get(operation_id)
-            compensation = uow.compensations.for_import(import_id)
-            assert row is not None and operation is not None and compensation is not None
-            operation.status = status.value
+            row = _import(uow, import_id)
+            operation = _operation(uow, operation_id)
+            compensation = _compensation(uow, import_id)
+            if operation.status != status:  # a VOID that fails again leaves it at needs_operator
+                transition_operation(operation, status)
             operation.error = {"code": "compensation_failed", "reason": error} if error else None
             operation.result = {"legacy_batch_id": compensation.legacy_batch_id} if not error else None
             compensation.status = status.value
@@ -196,14 +191,14 @@ def _close(
             if row.state != import_state.value:
                 transition(row, import_state)
             uow.events.record(
-                f"operation.{status.value}",
+                EventKind.for_operation(status),
                 import_id=import_id,
                 operation_id=operation_id,
                 state=status.value,
                 detail={"kind": operation.kind},
             )
             uow.events.record(
-                f"import.{import_state.value}",
+                EventKind.for_import(import_state),
                 import_id=import_id,
                 operation_id=operation_id,
                 state=import_state.value,
@@ -212,6 +207,27 @@ def _close(
             return row.state
 
     return retry_on_conflict(write)
+
+
+def _import(uow: UnitOfWork, import_id: str) -> ImportRow:
+    row = uow.imports.get(import_id)
+    if row is None:
+        raise InvalidState("no such import")
+    return row
+
+
+def _operation(uow: UnitOfWork, operation_id: str) -> OperationRow:
+    operation = uow.operations.get(operation_id)
+    if operation is None:
+        raise InvalidState(f"operation {operation_id} is gone")
+    return operation
+
+
+def _compensation(uow: UnitOfWork, import_id: str) -> CompensationRow:
+    compensation = uow.compensations.for_import(import_id)
+    if compensation is None:
+        raise InvalidState(f"import {import_id} has no compensation record")
+    return compensation
 
 
 def resume_compensations(ctx: ServiceContext, *, limit: int = 50) -> list[str]:

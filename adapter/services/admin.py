@@ -17,10 +17,12 @@ from sqlalchemy import Select, func, select, tuple_
 
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
-from adapter.domain.states import OperationState
+from adapter.domain.states import OPERATION_UNRESOLVED, OperationState, transition_operation
+from adapter.domain.vocabulary import EventKind, OperatorAction
 from adapter.ports.legacy import LegacyError
 from adapter.services.abort import compensate_import
 from adapter.services.context import ServiceContext
+from adapter.services.leases import release_lease
 from adapter.services.reconcile import reconcile_operation
 from adapter.store.tables import AuditRow, CompensationRow, ImportRow, OperationRow
 
@@ -45,12 +47,6 @@ __all__ = [
 ]
 
 MAX_PAGE = 200
-_UNRESOLVED = (
-    OperationState.OUTCOME_UNKNOWN.value,
-    OperationState.IN_PROGRESS.value,
-    OperationState.NEEDS_OPERATOR.value,
-    OperationState.COMPENSATING.value,
-)
 
 
 class NotFound(AdapterError):
@@ -323,7 +319,9 @@ def unresolved_age_seconds(ctx: ServiceContext) -> float:
     """Reconciliation lag: how long the oldest operation that still needs resolving has waited."""
     with ctx.store.unit_of_work() as uow:
         oldest = uow.session.scalar(
-            select(func.min(OperationRow.updated_at)).where(OperationRow.status.in_(_UNRESOLVED))
+            select(func.min(OperationRow.updated_at)).where(
+                OperationRow.status.in_(sorted(s.value for s in OPERATION_UNRESOLVED))
+            )
         )
     if oldest is None:
         return 0.0
@@ -339,9 +337,9 @@ def act(
     ctx: ServiceContext, operation_id: str, action: str, *, actor: str, reason: str | None = None
 ) -> ActionResult:
     """Run an operator action and audit it. Raises OperationNotFound, InvalidRequest, InvalidState."""
-    if action not in ("reconcile", "compensate", "resolve"):
+    if action not in set(OperatorAction):
         raise InvalidRequest(f"unknown action {action!r}")
-    if action == "resolve" and not (reason and reason.strip()):
+    if action == OperatorAction.RESOLVE and not (reason and reason.strip()):
         raise InvalidRequest("resolving an operation needs a reason")
     if reason is not None and "\x00" in reason:
         raise InvalidRequest("the reason may not contain NUL characters")
@@ -351,13 +349,16 @@ def act(
             raise OperationNotFound()
         import_id = row.import_id
     try:
-        outcome, detail = _ACTIONS[action](ctx, operation_id, import_id, actor, reason)
+        outcome, detail = _ACTIONS[OperatorAction(action)](ctx, operation_id, import_id, actor, reason)
     except (AdapterError, LegacyError) as exc:
         _audit(ctx, operation_id, actor, action, reason, f"refused: {type(exc).__name__}")
         raise
     _audit(ctx, operation_id, actor, action, reason, outcome)
     with ctx.store.unit_of_work() as uow:
-        status = uow.operations.get(operation_id).status  # type: ignore[union-attr]
+        row = uow.operations.get(operation_id)
+        if row is None:  # purged while the action ran
+            raise OperationNotFound()
+        status = row.status
     return ActionResult(operation_id, action, outcome, status, detail)
 
 
@@ -384,18 +385,18 @@ def _resolve(
 ) -> tuple[str, dict[str, Any]]:
     with ctx.store.unit_of_work() as uow:
         row = uow.operations.get(operation_id)
-        assert row is not None
+        if row is None:
+            raise OperationNotFound()
         if row.status == OperationState.RESOLVED.value:
             return "already resolved", {}
         if row.status != OperationState.NEEDS_OPERATOR.value:
             raise InvalidState(
                 f"only an operation that needs an operator can be resolved; this one is {row.status}"
             )
-        row.status = OperationState.RESOLVED.value
-        row.lease_owner = None
-        row.lease_expires_at = None
+        transition_operation(row, OperationState.RESOLVED)
+        release_lease(row)
         uow.events.record(
-            "operation.resolved",
+            EventKind.OPERATION_RESOLVED,
             import_id=row.import_id,
             operation_id=row.id,
             state=row.status,
@@ -405,7 +406,11 @@ def _resolve(
     return "resolved", {}
 
 
-_ACTIONS = {"reconcile": _reconcile, "compensate": _compensate, "resolve": _resolve}
+_ACTIONS = {
+    OperatorAction.RECONCILE: _reconcile,
+    OperatorAction.COMPENSATE: _compensate,
+    OperatorAction.RESOLVE: _resolve,
+}
 
 
 def _audit(

@@ -23,15 +23,21 @@ import contextlib
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from adapter.domain.errors import HandleExpired, InvalidState
 from adapter.domain.identity import Principal, fingerprint
-from adapter.domain.states import ImportState, OperationKind, OperationState, transition
+from adapter.domain.states import (
+    OPERATION_RETRYABLE,
+    ImportState,
+    OperationKind,
+    OperationState,
+    transition,
+    transition_operation,
+)
 from adapter.domain.views import CommitResult
+from adapter.domain.vocabulary import CommitAnswer, EventKind, Finding, RecoveryPoint
 from adapter.ports.legacy import (
     CommittedBatch,
     LegacyError,
@@ -43,30 +49,27 @@ from adapter.ports.legacy import (
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
 from adapter.services.findings import judge
-from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict
-from adapter.services.imports import validate_key
-from adapter.services.leases import Heartbeat, new_lease_owner, take_lease
+from adapter.services.idempotency import check_fingerprint, new_operation, retry_on_conflict, validate_key
+from adapter.services.leases import Heartbeat, new_lease_owner, release_lease, take_lease
+from adapter.services.retries import legacy_retrying
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["batch_ref_for", "commit_import"]
+__all__ = ["StagedRecordsMismatch", "batch_ref_for", "commit_import"]
 
 log = logging.getLogger("adapter.commit")
 
-# Operations whose commit never reached the legacy system: the same key may try again.
-_RETRYABLE = frozenset({OperationState.FAILED.value, OperationState.CANCELLED.value})
-
 _ANSWER_FOR_STATUS = {
-    OperationState.SUCCEEDED.value: "committed",
-    OperationState.PENDING.value: "in_progress",
-    OperationState.IN_PROGRESS.value: "in_progress",
-    OperationState.OUTCOME_UNKNOWN.value: "outcome_unknown",
-    OperationState.NEEDS_OPERATOR.value: "outcome_unknown",
-    OperationState.CANCELLED.value: "cancelled",
-    OperationState.FAILED.value: "failed",
-    OperationState.COMPENSATING.value: "committed",
-    OperationState.COMPENSATED.value: "committed",
+    OperationState.SUCCEEDED: CommitAnswer.COMMITTED,
+    OperationState.IN_PROGRESS: CommitAnswer.IN_PROGRESS,
+    OperationState.OUTCOME_UNKNOWN: CommitAnswer.OUTCOME_UNKNOWN,
+    OperationState.NEEDS_OPERATOR: CommitAnswer.OUTCOME_UNKNOWN,
+    OperationState.CANCELLED: CommitAnswer.CANCELLED,
+    OperationState.FAILED: CommitAnswer.FAILED,
+    OperationState.COMPENSATING: CommitAnswer.COMMITTED,
+    OperationState.COMPENSATED: CommitAnswer.COMMITTED,
 }
+"""A stored commit operation's status as a commit answer (``resolved`` answers from the import)."""
 
 
 def batch_ref_for(operation_id: str) -> str:
@@ -81,8 +84,8 @@ class _Claim:
     import_id: str
     batch_ref: str
     total: int
-    ask_first: bool = False
-    lease_owner: str = ""  # this run's own lease owner (see leases.new_lease_owner)
+    lease_owner: str  # this run's own lease owner (see leases.new_lease_owner)
+    ask_first: bool = False  # the operation ran before: ask whether its batch landed before committing
 
 
 @dataclass(slots=True)
@@ -90,6 +93,19 @@ class _Run:
     """What one execution has done so far: decides how an unexpected error is recorded."""
 
     commit_sent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How a run ended, to be written by ``_finish`` in one transaction."""
+
+    status: OperationState
+    import_state: ImportState
+    point: RecoveryPoint
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    legacy_batch_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 class StagedRecordsMismatch(Exception):
@@ -103,7 +119,7 @@ class _LeaseLost(Exception):
 class _NeedsOperator(Exception):
     """The legacy system holds something a person must look at (found when asking before COMMIT)."""
 
-    def __init__(self, finding: str, legacy_batch_id: str) -> None:
+    def __init__(self, finding: Finding, legacy_batch_id: str) -> None:
         super().__init__(finding)
         self.finding = finding
         self.legacy_batch_id = legacy_batch_id
@@ -111,6 +127,10 @@ class _NeedsOperator(Exception):
 
 class _Cancelled(Exception):
     """The caller went away before COMMIT; raised inside the flow, never to callers."""
+
+
+class _MissingRow(Exception):
+    """A row the claim created is gone: the store was changed behind the kit's back."""
 
 
 def commit_import(
@@ -129,10 +149,13 @@ def commit_import(
     """
     key = validate_key(idempotency_key)
     request = fingerprint("commit", {"handle": ctx.codec.digest(handle)})
-    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request))
+    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request))  # 1. claim
     if isinstance(claim, CommitResult):
-        return claim
-    return _execute(ctx, claim, progress, cancel)
+        return claim  # a replay, answered from the record
+    outcome = _run(ctx, claim, progress, cancel)  # 2. replay, 3. recovery point and COMMIT
+    if outcome is None:
+        return _current_answer(ctx, claim)  # a reconciler took over and records the outcome
+    return _finish(ctx, claim, outcome)  # 4. finish
 
 
 # --- 1. claim ------------------------------------------------------------------------------------
@@ -141,17 +164,16 @@ def commit_import(
 def _claim(
     ctx: ServiceContext, principal: Principal, handle: str, key: str | None, request: str
 ) -> _Claim | CommitResult:
+    """Answer from the record, or take the import and an operation for this run (one transaction)."""
     with ctx.store.unit_of_work() as uow:
         row = find_import(uow, principal, handle)
         state = effective_state(row, ctx.clock())
         reuse: OperationRow | None = None
         if key is not None:
-            existing = uow.operations.by_key(
-                principal.tenant, principal.subject, OperationKind.COMMIT.value, key
-            )
+            existing = uow.operations.by_key(principal.tenant, principal.subject, OperationKind.COMMIT, key)
             if existing is not None:
                 check_fingerprint(existing, request)
-                if existing.status not in _RETRYABLE or state is not ImportState.OPEN:
+                if existing.status not in OPERATION_RETRYABLE or state is not ImportState.OPEN:
                     return _answer(existing, row, handle)
                 reuse = existing
         if state is ImportState.EXPIRED:
@@ -166,56 +188,68 @@ def _claim(
         if row.record_count == 0:
             raise InvalidState("the import has no records to commit")
 
-        operation = reuse or new_operation(
-            principal, OperationKind.COMMIT.value, key, request, status=OperationState.IN_PROGRESS
-        )
         if reuse is None:
+            operation = new_operation(
+                principal, OperationKind.COMMIT, key, request, status=OperationState.IN_PROGRESS
+            )
             operation.attempts = 0
             operation.batch_ref = batch_ref_for(operation.id)
             operation.import_id = row.id
             uow.operations.add(operation)
-        operation.status = OperationState.IN_PROGRESS.value
+        else:
+            operation = reuse
+            transition_operation(operation, OperationState.IN_PROGRESS)
         operation.error = None
-        operation.recovery_point = "claimed"
+        operation.recovery_point = RecoveryPoint.CLAIMED
         owner = new_lease_owner(ctx)
         take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
         uow.flush()
-        uow.events.record(
-            "import.committing",
-            import_id=row.id,
-            operation_id=operation.id,
+        _record_event(
+            uow,
+            EventKind.IMPORT_COMMITTING,
+            row,
+            operation,
             state=row.state,
             detail={"record_count": row.record_count},
         )
-        uow.events.record(
-            "operation.in_progress",
-            import_id=row.id,
-            operation_id=operation.id,
-            state=operation.status,
+        _record_event(
+            uow,
+            EventKind.OPERATION_IN_PROGRESS,
+            row,
+            operation,
             detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
         )
         uow.commit()
-        assert operation.batch_ref is not None
+        if operation.batch_ref is None:  # every commit operation gets one when it is created
+            raise _MissingRow(f"commit operation {operation.id} has no batch reference")
         return _Claim(
-            handle, operation.id, row.id, operation.batch_ref, row.record_count, reuse is not None, owner
+            handle,
+            operation.id,
+            row.id,
+            operation.batch_ref,
+            row.record_count,
+            lease_owner=owner,
+            ask_first=reuse is not None,
         )
 
 
 def _answer_from_import(row: ImportRow, handle: str) -> CommitResult:
-    status = "committed" if row.state == ImportState.COMMITTED.value else "outcome_unknown"
+    committed = row.state == ImportState.COMMITTED
+    status = CommitAnswer.COMMITTED if committed else CommitAnswer.OUTCOME_UNKNOWN
     return CommitResult(handle, status, None, row.legacy_batch_id, row.record_count, replayed=True)
 
 
 def _answer(operation: OperationRow, row: ImportRow, handle: str) -> CommitResult:
     """Answer a commit request from the record of an earlier one (a replay)."""
-    if operation.status == OperationState.RESOLVED.value:  # an operator closed it: the import says how
+    status = OperationState(operation.status)
+    if status not in _ANSWER_FOR_STATUS:  # resolved by an operator: the import says how it ended
         return _answer_from_import(row, handle)
     result = operation.result or {}
     error = operation.error or {}
     return CommitResult(
         handle=handle,
-        status=_ANSWER_FOR_STATUS[operation.status],
+        status=_ANSWER_FOR_STATUS[status],
         operation_id=operation.id,
         legacy_batch_id=result.get("legacy_batch_id"),
         record_count=result.get("record_count", row.record_count),
@@ -224,77 +258,82 @@ def _answer(operation: OperationRow, row: ImportRow, handle: str) -> CommitResul
     )
 
 
-# --- 2./3. replay and commit ---------------------------------------------------------------------
+# --- 2./3. replay, recovery point and commit ----------------------------------------------------------
 
 
-def _execute(
+def _run(
     ctx: ServiceContext, claim: _Claim, progress: ProgressCallback | None, cancel: CancelToken | None
-) -> CommitResult:
-    policy = ctx.commit_policy
+) -> _Outcome | None:
+    """Run the commit under a lease heartbeat, retrying transient errors before COMMIT; None if the
+    lease was lost. A bug or a store failure is recorded as well as can be, then propagates."""
     run = _Run()
-    retrying = Retrying(
-        retry=retry_if_exception_type(LegacyTransient),
-        stop=stop_after_attempt(policy.max_attempts),
-        wait=wait_random_exponential(multiplier=policy.retry_wait_initial, max=policy.retry_wait_max),
+    retrying = legacy_retrying(
+        ctx.commit_policy,
         before_sleep=lambda state: _record_retry(
             ctx, claim, state.outcome.exception() if state.outcome else None
         ),
-        reraise=True,
     )
     try:
         with Heartbeat(ctx, claim.operation_id, claim.lease_owner):
             batch = retrying(lambda: _attempt(ctx, claim, run, progress, cancel))
-    except _Cancelled:
-        return _finish(
-            ctx, claim, OperationState.CANCELLED, ImportState.OPEN, point="cancelled_before_commit"
-        )
-    except _NeedsOperator as exc:
-        return _finish(
-            ctx,
-            claim,
-            OperationState.NEEDS_OPERATOR,
-            ImportState.COMMITTED,
-            point="asked_before_commit",
-            error={"code": exc.finding},
-            legacy_batch_id=exc.legacy_batch_id,
-        )
     except _LeaseLost:
         log.warning("commit %s: lease lost before COMMIT; leaving it to its new owner", claim.operation_id)
-        return _current_answer(ctx, claim)
-    except LegacyOutcomeUnknown:
-        return _finish(
-            ctx, claim, OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, point="commit_sent"
-        )
-    except LegacyTransient as exc:
-        return _finish_failed(ctx, claim, "legacy_unavailable", exc)
-    except LegacyFailed as exc:
-        return _finish_failed(ctx, claim, "legacy_rejected", exc)
-    except StagedRecordsMismatch as exc:
-        log.error("commit %s: %s", claim.operation_id, exc)
-        return _finish_failed(ctx, claim, "internal_error", exc)
+        return None
+    except _EXPECTED as exc:
+        return _outcome_of(claim, exc)
     except BaseException as exc:
-        # A bug or a store failure: record the truth we know, then let it propagate.
         with contextlib.suppress(Exception):
-            if run.commit_sent:
-                _finish(
-                    ctx,
-                    claim,
-                    OperationState.OUTCOME_UNKNOWN,
-                    ImportState.OUTCOME_UNKNOWN,
-                    point="commit_sent",
-                )
-            else:
-                _finish_failed(ctx, claim, "internal_error", exc)
+            _finish(ctx, claim, _unknown() if run.commit_sent else _failed("internal_error", exc))
         raise
-    return _finish(
-        ctx,
-        claim,
+    return _Outcome(
         OperationState.SUCCEEDED,
         ImportState.COMMITTED,
-        point="committed",
+        RecoveryPoint.COMMITTED,
         result={"legacy_batch_id": batch.legacy_batch_id, "record_count": batch.record_count},
         legacy_batch_id=batch.legacy_batch_id,
     )
+
+
+_EXPECTED = (
+    _Cancelled,
+    _NeedsOperator,
+    LegacyOutcomeUnknown,
+    LegacyTransient,
+    LegacyFailed,
+    StagedRecordsMismatch,
+)
+"""The ways a run may end that are recorded as an outcome (``_outcome_of``) and not raised."""
+
+
+def _outcome_of(claim: _Claim, exc: BaseException) -> _Outcome:
+    """What an expected way of ending means for the operation and the import."""
+    if isinstance(exc, _Cancelled):
+        return _Outcome(OperationState.CANCELLED, ImportState.OPEN, RecoveryPoint.CANCELLED_BEFORE_COMMIT)
+    if isinstance(exc, _NeedsOperator):
+        return _Outcome(
+            OperationState.NEEDS_OPERATOR,
+            ImportState.COMMITTED,
+            RecoveryPoint.ASKED_BEFORE_COMMIT,
+            error={"code": exc.finding},
+            legacy_batch_id=exc.legacy_batch_id,
+        )
+    if isinstance(exc, LegacyOutcomeUnknown):
+        return _unknown()
+    if isinstance(exc, LegacyTransient):
+        return _failed("legacy_unavailable", exc)
+    if isinstance(exc, LegacyFailed):
+        return _failed("legacy_rejected", exc)
+    log.error("commit %s: %s", claim.operation_id, exc)
+    return _failed("internal_error", exc)
+
+
+def _unknown() -> _Outcome:
+    return _Outcome(OperationState.OUTCOME_UNKNOWN, ImportState.OUTCOME_UNKNOWN, RecoveryPoint.COMMIT_SENT)
+
+
+def _failed(code: str, exc: BaseException) -> _Outcome:
+    error = {"code": code, "type": type(exc).__name__}
+    return _Outcome(OperationState.FAILED, ImportState.OPEN, RecoveryPoint.FAILED_BEFORE_COMMIT, error=error)
 
 
 def _attempt(
@@ -305,30 +344,15 @@ def _attempt(
     cancel: CancelToken | None,
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
-    _set_recovery_point(ctx, claim, "replaying", attempt=True)
+    _set_recovery_point(ctx, claim, RecoveryPoint.REPLAYING, attempt=True)
     if claim.ask_first:
-        # This operation ran before: never send COMMIT again without asking whether it landed.
-        known = ctx.legacy.batch_status(claim.batch_ref)
-        if known.committed:
-            finding, _, _ = judge(known, claim.total)
-            if finding != "committed":  # landed twice, or with other records than are staged now
-                raise _NeedsOperator(finding, known.batches[0].legacy_batch_id)
-            first = known.batches[0]
-            return CommittedBatch(first.legacy_batch_id, first.record_count)
+        landed = _ask_first(ctx, claim)
+        if landed is not None:
+            return landed
     session = ctx.legacy.open_session()
     try:
-        session.begin(claim.batch_ref)
-        sent = _replay_records(ctx, claim, run, session, progress, cancel)
-        if sent != claim.total:
-            raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")
-        _check_cancel(cancel)  # the last moment the commit can still be stopped
-        _set_recovery_point(ctx, claim, "commit_sent")
-        run.commit_sent = True
-        try:
-            return session.commit()
-        except LegacyTransient:
-            run.commit_sent = False  # the system said it did not apply it
-            raise
+        _replay(ctx, claim, session, progress, cancel)
+        return _send_commit(ctx, claim, run, session, cancel)
     except LegacyOutcomeUnknown as exc:
         if run.commit_sent:
             raise
@@ -342,10 +366,49 @@ def _attempt(
         session.close()
 
 
+def _ask_first(ctx: ServiceContext, claim: _Claim) -> CommittedBatch | None:
+    """This operation ran before: never send COMMIT again without asking whether it landed."""
+    known = ctx.legacy.batch_status(claim.batch_ref)
+    if not known.committed:
+        return None
+    finding, _, _ = judge(known, claim.total)
+    first = known.batches[0]
+    if finding is not Finding.COMMITTED:  # landed twice, or with other records than are staged now
+        raise _NeedsOperator(finding, first.legacy_batch_id)
+    return CommittedBatch(first.legacy_batch_id, first.record_count)
+
+
+def _replay(
+    ctx: ServiceContext,
+    claim: _Claim,
+    session: LegacySession,
+    progress: ProgressCallback | None,
+    cancel: CancelToken | None,
+) -> None:
+    """Begin the batch under the operation's reference and add every staged record, in order."""
+    session.begin(claim.batch_ref)
+    sent = _replay_records(ctx, claim, session, progress, cancel)
+    if sent != claim.total:
+        raise StagedRecordsMismatch(f"staged {claim.total} records but found {sent}")
+
+
+def _send_commit(
+    ctx: ServiceContext, claim: _Claim, run: _Run, session: LegacySession, cancel: CancelToken | None
+) -> CommittedBatch:
+    """Write the ``commit_sent`` recovery point durably, then send COMMIT."""
+    _check_cancel(cancel)  # the last moment the commit can still be stopped
+    _set_recovery_point(ctx, claim, RecoveryPoint.COMMIT_SENT)
+    run.commit_sent = True
+    try:
+        return session.commit()
+    except LegacyTransient:
+        run.commit_sent = False  # the system said it did not apply it
+        raise
+
+
 def _replay_records(
     ctx: ServiceContext,
     claim: _Claim,
-    run: _Run,
     session: LegacySession,
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
@@ -393,25 +456,24 @@ def _report(progress: ProgressCallback | None, sent: int, total: int) -> None:
 # --- durable bookkeeping ---------------------------------------------------------------------------
 
 
-def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attempt: bool = False) -> None:
+def _set_recovery_point(
+    ctx: ServiceContext, claim: _Claim, point: RecoveryPoint, *, attempt: bool = False
+) -> None:
     """Write a recovery point; also the proof that this worker still holds the operation's lease."""
 
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
             operation = _get_operation(uow, claim)
-            if (
-                operation.lease_owner != claim.lease_owner
-                or operation.status != OperationState.IN_PROGRESS.value
-            ):
+            if operation.lease_owner != claim.lease_owner or operation.status != OperationState.IN_PROGRESS:
                 raise _LeaseLost()
             operation.recovery_point = point
             if attempt:
                 operation.attempts += 1
-            uow.events.record(
-                "operation.recovery_point",
-                import_id=claim.import_id,
-                operation_id=claim.operation_id,
-                state=operation.status,
+            _record_event(
+                uow,
+                EventKind.OPERATION_RECOVERY_POINT,
+                claim,
+                operation,
                 detail={"point": point, "attempt": operation.attempts},
             )
             uow.commit()
@@ -421,80 +483,64 @@ def _set_recovery_point(ctx: ServiceContext, claim: _Claim, point: str, *, attem
 
 def _record_retry(ctx: ServiceContext, claim: _Claim, error: BaseException | None) -> None:
     with ctx.store.unit_of_work() as uow:
-        uow.events.record(
-            "operation.attempt_failed",
-            import_id=claim.import_id,
-            operation_id=claim.operation_id,
-            state=OperationState.IN_PROGRESS.value,
+        _record_event(
+            uow,
+            EventKind.OPERATION_ATTEMPT_FAILED,
+            claim,
+            claim.operation_id,
+            state=OperationState.IN_PROGRESS,
             detail={"error": type(error).__name__ if error else None, "retrying": True},
         )
         uow.commit()
 
 
-def _finish_failed(ctx: ServiceContext, claim: _Claim, code: str, exc: BaseException) -> CommitResult:
-    error = {"code": code, "type": type(exc).__name__}
-    return _finish(
-        ctx, claim, OperationState.FAILED, ImportState.OPEN, point="failed_before_commit", error=error
-    )
+# --- 4. finish ---------------------------------------------------------------------------------------
 
 
-def _finish(
-    ctx: ServiceContext,
-    claim: _Claim,
-    status: OperationState,
-    import_state: ImportState,
-    *,
-    point: str,
-    result: dict[str, Any] | None = None,
-    error: dict[str, Any] | None = None,
-    legacy_batch_id: str | None = None,
-) -> CommitResult:
+def _finish(ctx: ServiceContext, claim: _Claim, outcome: _Outcome) -> CommitResult:
+    """Record the outcome on the operation and the import, with events (one transaction)."""
+
     def write() -> CommitResult:
         with ctx.store.unit_of_work() as uow:
             operation = _get_operation(uow, claim)
-            row = uow.imports.get(claim.import_id)
-            assert row is not None
-            if operation.status != OperationState.IN_PROGRESS.value:
-                if status is OperationState.SUCCEEDED and operation.status == OperationState.FAILED.value:
+            row = _get_import(uow, claim)
+            if operation.status != OperationState.IN_PROGRESS:
+                if outcome.status is OperationState.SUCCEEDED and operation.status == OperationState.FAILED:
                     # A reconciler believed "not committed" but our COMMIT did land: the record
                     # must say so, or a later commit would make a second batch.
-                    _record_late_commit(uow, operation, row, result or {}, legacy_batch_id)
+                    _record_late_commit(uow, operation, row, outcome.result or {}, outcome.legacy_batch_id)
                     uow.commit()
                 # Otherwise a reconciler took over and already recorded the outcome (it asked the
                 # legacy system): answer from that record rather than fail on a state it changed.
                 return _answer(operation, row, claim.handle)
-            operation.status = status.value
-            operation.recovery_point = point
-            operation.result = result
-            operation.error = error
-            operation.lease_owner = None
-            operation.lease_expires_at = None
-            transition(row, import_state)
-            if legacy_batch_id is not None:
-                row.legacy_batch_id = legacy_batch_id
-            uow.events.record(
-                f"operation.{status.value}",
-                import_id=row.id,
-                operation_id=operation.id,
-                state=status.value,
-                detail={"kind": operation.kind, **({"error": error["code"]} if error else {})},
-            )
-            uow.events.record(
-                f"import.{import_state.value}",
-                import_id=row.id,
-                operation_id=operation.id,
-                state=import_state.value,
+            transition_operation(operation, outcome.status)
+            operation.recovery_point = outcome.point
+            operation.result = outcome.result
+            operation.error = outcome.error
+            release_lease(operation)
+            transition(row, outcome.import_state)
+            if outcome.legacy_batch_id is not None:
+                row.legacy_batch_id = outcome.legacy_batch_id
+            error_code = outcome.error["code"] if outcome.error else None
+            detail = {"kind": operation.kind, **({"error": error_code} if error_code else {})}
+            _record_event(uow, EventKind.for_operation(outcome.status), row, operation, detail=detail)
+            _record_event(
+                uow,
+                EventKind.for_import(outcome.import_state),
+                row,
+                operation,
+                state=row.state,
                 detail={"record_count": row.record_count},
             )
             uow.commit()
             return CommitResult(
                 handle=claim.handle,
-                status=_ANSWER_FOR_STATUS[status.value],
+                status=_ANSWER_FOR_STATUS[outcome.status],
                 operation_id=operation.id,
-                legacy_batch_id=legacy_batch_id,
+                legacy_batch_id=outcome.legacy_batch_id,
                 record_count=row.record_count,
                 replayed=False,
-                error=error["code"] if error else None,
+                error=error_code,
             )
 
     return retry_on_conflict(write)
@@ -504,33 +550,56 @@ def _record_late_commit(
     uow: UnitOfWork, operation: OperationRow, row: ImportRow, result: dict[str, Any], batch_id: str | None
 ) -> None:
     """Correct a ``not_committed`` verdict with the proof in hand: the legacy system took the batch."""
-    if row.state == ImportState.OPEN.value:
-        operation.status = OperationState.SUCCEEDED.value
+    if row.state == ImportState.OPEN:
+        transition_operation(operation, OperationState.SUCCEEDED)
         operation.result = result
         operation.error = None
         transition(row, ImportState.COMMITTED)
         row.legacy_batch_id = batch_id
     else:  # the import moved on meanwhile (aborted, or committing again): a person must decide
-        operation.status = OperationState.NEEDS_OPERATOR.value
-        operation.error = {"code": "committed_after_reconciled_not_committed", "legacy_batch_id": batch_id}
-    uow.events.record(
-        "operation.late_commit_recorded",
-        import_id=row.id,
-        operation_id=operation.id,
-        state=operation.status,
-        detail={"legacy_batch_id": batch_id},
+        transition_operation(operation, OperationState.NEEDS_OPERATOR)
+        finding = Finding.COMMITTED_AFTER_RECONCILED_NOT_COMMITTED
+        operation.error = {"code": finding, "legacy_batch_id": batch_id}
+    _record_event(
+        uow, EventKind.OPERATION_LATE_COMMIT_RECORDED, row, operation, detail={"legacy_batch_id": batch_id}
     )
 
 
 def _current_answer(ctx: ServiceContext, claim: _Claim) -> CommitResult:
     with ctx.store.unit_of_work() as uow:
-        operation = _get_operation(uow, claim)
-        row = uow.imports.get(claim.import_id)
-        assert row is not None
-        return _answer(operation, row, claim.handle)
+        return _answer(_get_operation(uow, claim), _get_import(uow, claim), claim.handle)
+
+
+def _record_event(
+    uow: UnitOfWork,
+    kind: EventKind,
+    subject: ImportRow | _Claim,
+    operation: OperationRow | str,
+    *,
+    state: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """The one way this flow writes an event: about the import and operation of the commit, with the
+    operation's status as the state unless another is given (an import event carries the import's)."""
+    import_id = subject.id if isinstance(subject, ImportRow) else subject.import_id
+    if isinstance(operation, OperationRow):
+        operation_id, status = operation.id, operation.status
+    else:
+        operation_id, status = operation, None
+    uow.events.record(
+        kind, import_id=import_id, operation_id=operation_id, state=state or status, detail=detail
+    )
 
 
 def _get_operation(uow: UnitOfWork, claim: _Claim) -> OperationRow:
     operation = uow.operations.get(claim.operation_id)
-    assert operation is not None
+    if operation is None:
+        raise _MissingRow(f"commit operation {claim.operation_id} is gone")
     return operation
+
+
+def _get_import(uow: UnitOfWork, claim: _Claim) -> ImportRow:
+    row = uow.imports.get(claim.import_id)
+    if row is None:
+        raise _MissingRow(f"import {claim.import_id} of commit operation {claim.operation_id} is gone")
+    return row

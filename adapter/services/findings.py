@@ -7,17 +7,18 @@ commit that asks before committing again), so both reach the same verdict.
 from __future__ import annotations
 
 from adapter.domain.states import ImportState, OperationState
+from adapter.domain.vocabulary import Finding
 from adapter.ports.legacy import BatchStatus
 
 __all__ = ["judge"]
 
 
-def judge(status: BatchStatus, staged: int) -> tuple[str, OperationState, ImportState]:
+def judge(status: BatchStatus, staged: int) -> tuple[Finding, OperationState, ImportState]:
     """(finding, operation state, import state) for ``status`` of an import of ``staged`` records."""
     if not status.committed:
-        return "not_committed", OperationState.FAILED, ImportState.OPEN
+        return Finding.NOT_COMMITTED, OperationState.FAILED, ImportState.OPEN
     if len(status.batches) > 1:
-        return "committed_more_than_once", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
+        return Finding.COMMITTED_MORE_THAN_ONCE, OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
     if status.batches[0].record_count != staged:
-        return "committed_with_wrong_record_count", OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
-    return "committed", OperationState.SUCCEEDED, ImportState.COMMITTED
+        return Finding.COMMITTED_WITH_WRONG_RECORD_COUNT, OperationState.NEEDS_OPERATOR, ImportState.COMMITTED
+    return Finding.COMMITTED, OperationState.SUCCEEDED, ImportState.COMMITTED

@@ -22,16 +22,36 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
-from adapter.domain.errors import IdempotencyKeyReused
+from adapter.domain.errors import IdempotencyKeyReused, InvalidRequest
 from adapter.domain.identity import Principal, new_id
-from adapter.domain.states import OperationState
+from adapter.domain.states import OperationState, transition_operation
+from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.store.tables import OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["Outcome", "check_fingerprint", "new_operation", "retry_on_conflict", "run_once"]
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "Outcome",
+    "check_fingerprint",
+    "new_operation",
+    "retry_on_conflict",
+    "run_once",
+    "validate_key",
+]
 
 T = TypeVar("T")
+
+MAX_KEY_LENGTH = 200
+
+
+def validate_key(key: str | None) -> str | None:
+    """The idempotency key as given, or InvalidRequest: 1 to MAX_KEY_LENGTH printable characters."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isprintable():
+        raise InvalidRequest(f"idempotency_key must be 1..{MAX_KEY_LENGTH} printable characters")
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +118,10 @@ def run_once(
             operation = new_operation(principal, kind, key, fingerprint, status=OperationState.IN_PROGRESS)
             uow.operations.add(operation)
             result = perform(uow, operation)
-            operation.status = OperationState.SUCCEEDED.value
+            transition_operation(operation, OperationState.SUCCEEDED)
             operation.result = result
             uow.events.record(
-                f"operation.{OperationState.SUCCEEDED.value}",
+                EventKind.OPERATION_SUCCEEDED,
                 import_id=operation.import_id,
                 operation_id=operation.id,
                 state=OperationState.SUCCEEDED.value,

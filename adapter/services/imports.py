@@ -15,25 +15,15 @@ from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
 from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
+from adapter.domain.vocabulary import EventKind
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
-from adapter.services.idempotency import run_once
+from adapter.services.idempotency import run_once, validate_key
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records", "begin_import", "import_status", "validate_key"]
-
-MAX_KEY_LENGTH = 200
-
-
-def validate_key(key: str | None) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isprintable():
-        raise InvalidRequest(f"idempotency_key must be 1..{MAX_KEY_LENGTH} printable characters")
-    return key
-
+__all__ = ["add_records", "begin_import", "import_status"]
 
 def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
     limits = ctx.limits
@@ -83,7 +73,7 @@ def begin_import(
         uow.flush()
         operation.import_id = import_id
         uow.events.record(
-            "import.opened",
+            EventKind.IMPORT_OPENED,
             import_id=import_id,
             operation_id=operation.id,
             state=ImportState.OPEN.value,
@@ -129,7 +119,7 @@ def add_records(
         uow.records.stage(row.id, first_seq, encoded)
         operation.import_id = row.id
         uow.events.record(
-            "import.records_staged",
+            EventKind.IMPORT_RECORDS_STAGED,
             import_id=row.id,
             operation_id=operation.id,
             state=row.state,

@@ -18,7 +18,7 @@ from types import TracebackType
 from adapter.services.context import ServiceContext
 from adapter.store.tables import OperationRow
 
-__all__ = ["Heartbeat", "lease_is_free", "new_lease_owner", "take_lease"]
+__all__ = ["Heartbeat", "lease_is_free", "new_lease_owner", "release_lease", "renew_lease", "take_lease"]
 
 log = logging.getLogger("adapter.leases")
 
@@ -43,14 +43,19 @@ def take_lease(operation: OperationRow, owner: str, now: datetime, seconds: floa
     operation.lease_expires_at = now + timedelta(seconds=seconds)
 
 
-def renew_lease(ctx: ServiceContext, operation_id: str, owner: str | None = None) -> bool:
+def release_lease(operation: OperationRow) -> None:
+    """Let go of the operation: the next worker or reconciler may take it at once."""
+    operation.lease_owner = None
+    operation.lease_expires_at = None
+
+
+def renew_lease(ctx: ServiceContext, operation_id: str, owner: str) -> bool:
     """Extend our lease; False if it is no longer ours (taken over, or released).
 
     One compare-and-set UPDATE: there is no read before the write, so a concurrent write to the row
     (often our own worker's recovery point) cannot make a live lease look lost. The version still
     moves, so a writer that read the row before the renewal retries its own write.
     """
-    owner = owner or ctx.worker_id
     expires = ctx.clock() + timedelta(seconds=ctx.commit_policy.lease_seconds)
     with ctx.store.unit_of_work() as uow:
         renewed = uow.operations.extend_lease(operation_id, owner, expires)
@@ -61,10 +66,10 @@ def renew_lease(ctx: ServiceContext, operation_id: str, owner: str | None = None
 class Heartbeat:
     """Renews a lease every third of its length while a block of work runs."""
 
-    def __init__(self, ctx: ServiceContext, operation_id: str, owner: str | None = None) -> None:
+    def __init__(self, ctx: ServiceContext, operation_id: str, owner: str) -> None:
         self._ctx = ctx
         self._operation_id = operation_id
-        self._owner = owner or ctx.worker_id
+        self._owner = owner
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{operation_id[:8]}", daemon=True)
 

@@ -6,7 +6,7 @@ from adapter.domain.errors import InvalidRequest, OperationNotFound
 from adapter.domain.identity import Principal
 from adapter.domain.views import HistoryEntry, OperationView
 from adapter.services.context import ServiceContext
-from adapter.services.imports import validate_key
+from adapter.services.idempotency import validate_key
 from adapter.store.tables import EventRow, OperationRow
 
 __all__ = ["operation_status", "to_operation_view"]

@@ -27,19 +27,25 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from adapter.domain.states import OperationKind, OperationState, transition
+from adapter.domain.errors import InvalidState
+from adapter.domain.states import (
+    OPERATION_AWAITING_RECONCILIATION,
+    OperationKind,
+    OperationState,
+    transition,
+    transition_operation,
+)
+from adapter.domain.vocabulary import EventKind, RecoveryPoint
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.findings import judge
 from adapter.services.idempotency import retry_on_conflict
-from adapter.services.leases import lease_is_free, new_lease_owner, take_lease
+from adapter.services.leases import lease_is_free, new_lease_owner, release_lease, take_lease
 from adapter.store.tables import EventRow, OperationRow
 
 __all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
 
 log = logging.getLogger("adapter.reconcile")
-
-_UNRESOLVED = (OperationState.OUTCOME_UNKNOWN.value, OperationState.IN_PROGRESS.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +114,11 @@ def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str
     try:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
-            if operation is None or operation.status not in _UNRESOLVED or operation.batch_ref is None:
+            if (
+                operation is None
+                or operation.status not in OPERATION_AWAITING_RECONCILIATION
+                or operation.batch_ref is None
+            ):
                 return None
             if not lease_is_free(operation, now):
                 return None
@@ -125,7 +135,8 @@ def _commit_sent_at(events: list[EventRow]) -> datetime | None:
     sent = [
         e.created_at
         for e in events
-        if e.kind == "operation.recovery_point" and (e.detail or {}).get("point") == "commit_sent"
+        if e.kind == EventKind.OPERATION_RECOVERY_POINT
+        and (e.detail or {}).get("point") == RecoveryPoint.COMMIT_SENT
     ]
     return sent[-1] if sent else None
 
@@ -135,8 +146,7 @@ def _release(ctx: ServiceContext, operation_id: str, owner: str) -> None:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
             if operation is not None and operation.lease_owner == owner:
-                operation.lease_owner = None
-                operation.lease_expires_at = None
+                release_lease(operation)
                 uow.commit()
 
     retry_on_conflict(write)
@@ -160,15 +170,16 @@ def _record(
     def write() -> Resolution | None:
         with ctx.store.unit_of_work() as uow:
             operation = uow.operations.get(operation_id)
-            assert operation is not None and operation.import_id is not None
-            if operation.lease_owner != owner or operation.status not in _UNRESOLVED:
+            if operation is None or operation.import_id is None:
+                raise InvalidState(f"operation {operation_id} is gone or belongs to no import")
+            if operation.lease_owner != owner or operation.status not in OPERATION_AWAITING_RECONCILIATION:
                 return None  # the commit finished (or someone else acted) meanwhile: its record stands
             row = uow.imports.get(operation.import_id)
-            assert row is not None
+            if row is None:
+                raise InvalidState(f"the import of operation {operation_id} is gone")
             finding, op_state, import_state = judge(status, row.record_count)
-            operation.status = op_state.value
-            operation.lease_owner = None
-            operation.lease_expires_at = None
+            transition_operation(operation, op_state)
+            release_lease(operation)
             if op_state is OperationState.SUCCEEDED:
                 first = status.batches[0]
                 operation.result = {
@@ -176,7 +187,7 @@ def _record(
                     "record_count": first.record_count,
                 }
                 operation.error = None
-                operation.recovery_point = "committed"
+                operation.recovery_point = RecoveryPoint.COMMITTED
                 row.legacy_batch_id = first.legacy_batch_id
             else:
                 operation.error = {"code": finding, "batches": [b.legacy_batch_id for b in status.batches]}
@@ -186,14 +197,14 @@ def _record(
                 transition(row, import_state)
             detail = {"finding": finding, "batches": len(status.batches), "by": by, "previous": previous}
             uow.events.record(
-                "operation.reconciled",
+                EventKind.OPERATION_RECONCILED,
                 import_id=row.id,
                 operation_id=operation.id,
                 state=operation.status,
                 detail=detail,
             )
             uow.events.record(
-                f"import.{row.state}", import_id=row.id, operation_id=operation.id, state=row.state
+                EventKind.for_import(row.state), import_id=row.id, operation_id=operation.id, state=row.state
             )
             uow.commit()
             return Resolution(operation.id, row.id, previous, operation.status, finding)

@@ -18,21 +18,16 @@ from typing import Any
 from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from adapter.domain.states import ImportState, OperationState, transition
+from adapter.domain.states import IMPORT_FINAL, OPERATION_FINISHED, ImportState, transition
+from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
-_FINISHED_OPERATIONS = (
-    OperationState.SUCCEEDED.value,
-    OperationState.FAILED.value,
-    OperationState.CANCELLED.value,
-    OperationState.COMPENSATED.value,
-    OperationState.RESOLVED.value,
-)
-_FINAL_IMPORTS = (ImportState.ABORTED.value, ImportState.EXPIRED.value, ImportState.COMPENSATED.value)
+_FINISHED_OPERATIONS = sorted(state.value for state in OPERATION_FINISHED)
+_FINAL_IMPORTS = sorted(state.value for state in IMPORT_FINAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +53,7 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
             for row in rows:
                 transition(row, ImportState.EXPIRED)
                 uow.records.discard(row.id)
-                uow.events.record("import.expired", import_id=row.id, state=row.state)
+                uow.events.record(EventKind.IMPORT_EXPIRED, import_id=row.id, state=row.state)
             uow.commit()
             return len(rows)
 

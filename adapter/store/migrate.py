@@ -1,4 +1,8 @@
-"""Run the Alembic migrations in ``migrations/`` programmatically (``python -m adapter migrate``)."""
+"""Run the Alembic migrations programmatically (``python -m adapter migrate``).
+
+The migrations ship inside the package (``adapter/store/migrations/``, package data), so an installed
+wheel migrates its database from any working directory, without the source tree or an ``alembic.ini``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from alembic.config import Config
 
 __all__ = ["alembic_config", "downgrade", "upgrade"]
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(url: str) -> Config:

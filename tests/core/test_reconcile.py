@@ -14,6 +14,7 @@ from freezegun import freeze_time
 from adapter.domain.errors import HandleExpired
 from adapter.domain.identity import Principal
 from adapter.domain.states import ImportState, OperationState
+from adapter.domain.vocabulary import RecoveryPoint
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import ImportService
 from adapter.services import abort as abort_flow
@@ -282,16 +283,19 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
         service.status(alice, handle).import_id,
         commit_flow.batch_ref_for(operation_id),
         5,
+        lease_owner="the-worker-that-lost-its-lease",
     )
 
     answer = commit_flow._finish(
         service.ctx,
         claim,
-        OperationState.SUCCEEDED,
-        ImportState.COMMITTED,
-        point="committed",
-        result={"legacy_batch_id": late["legacy_batch_id"], "record_count": 5},
-        legacy_batch_id=late["legacy_batch_id"],
+        commit_flow._Outcome(
+            OperationState.SUCCEEDED,
+            ImportState.COMMITTED,
+            RecoveryPoint.COMMITTED,
+            result={"legacy_batch_id": late["legacy_batch_id"], "record_count": 5},
+            legacy_batch_id=late["legacy_batch_id"],
+        ),
     )
 
     assert (answer.status, answer.legacy_batch_id) == ("committed", late["legacy_batch_id"])

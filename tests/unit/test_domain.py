@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.domain.errors import InvalidRequest, LimitExceeded
+from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
 from adapter.domain.identity import HandleCodec, fingerprint
 from adapter.domain.records import Limits, encode_records
-from adapter.domain.states import IMPORT_TRANSITIONS, ImportState
+from adapter.domain.states import (
+    IMPORT_TRANSITIONS,
+    OPERATION_AWAITING_RECONCILIATION,
+    OPERATION_FINISHED,
+    OPERATION_RETRYABLE,
+    OPERATION_TRANSITIONS,
+    OPERATION_UNRESOLVED,
+    ImportState,
+    OperationState,
+    transition_operation,
+)
+from adapter.domain.vocabulary import EventKind, Finding, RecoveryPoint
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -74,3 +86,53 @@ def test_every_state_has_a_transition_entry_and_final_states_have_none() -> None
         ImportState.COMMITTING, ImportState.ABORTED, ImportState.EXPIRED, ImportState.COMMITTED,
     }
     assert ImportState.OPEN not in IMPORT_TRANSITIONS[ImportState.COMMITTED]
+
+
+def test_every_operation_state_has_a_transition_entry_and_final_ones_have_none() -> None:
+    assert set(OPERATION_TRANSITIONS) == set(OperationState)
+    for final in (OperationState.SUCCEEDED, OperationState.COMPENSATED):
+        assert OPERATION_TRANSITIONS[final] == frozenset()
+    # Only the reconciler's verdict or the late proof of a COMMIT may end an unknown outcome.
+    assert OperationState.IN_PROGRESS not in OPERATION_TRANSITIONS[OperationState.OUTCOME_UNKNOWN]
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    [
+        (OperationState.SUCCEEDED, OperationState.FAILED),
+        (OperationState.OUTCOME_UNKNOWN, OperationState.IN_PROGRESS),
+        (OperationState.IN_PROGRESS, OperationState.RESOLVED),
+        (OperationState.COMPENSATED, OperationState.NEEDS_OPERATOR),
+        (OperationState.FAILED, OperationState.FAILED),
+    ],
+)
+def test_an_illegal_operation_transition_raises_and_changes_nothing(
+    current: OperationState, target: OperationState
+) -> None:
+    row = SimpleNamespace(status=current.value)
+    with pytest.raises(InvalidState, match=f"{current.value} cannot become {target.value}"):
+        transition_operation(row, target)
+    assert row.status == current.value
+
+
+def test_a_legal_operation_transition_stores_the_plain_value() -> None:
+    row = SimpleNamespace(status=OperationState.IN_PROGRESS.value)
+    transition_operation(row, OperationState.OUTCOME_UNKNOWN)
+    assert row.status == "outcome_unknown"
+
+
+def test_the_named_state_sets_split_operations_without_overlap() -> None:
+    assert set(OperationState) == OPERATION_FINISHED | OPERATION_UNRESOLVED
+    assert not OPERATION_FINISHED & OPERATION_UNRESOLVED
+    assert OPERATION_AWAITING_RECONCILIATION < OPERATION_UNRESOLVED
+    assert OPERATION_RETRYABLE < OPERATION_FINISHED
+
+
+def test_vocabulary_values_are_the_stored_strings() -> None:
+    assert EventKind.for_operation(OperationState.NEEDS_OPERATOR) == "operation.needs_operator"
+    assert EventKind.for_import("open") is EventKind.IMPORT_OPEN
+    # Every import and operation state has its event, so a new state cannot go unrecorded.
+    assert {EventKind.for_import(s) for s in ImportState} <= set(EventKind)
+    assert {EventKind.for_operation(s) for s in OperationState} <= set(EventKind)
+    assert json.dumps({"point": RecoveryPoint.COMMIT_SENT}) == '{"point": "commit_sent"}'
+    assert f"{Finding.NOT_COMMITTED}" == "not_committed"

@@ -99,8 +99,7 @@ class AdminRoute(APIRoute):
             try:
                 return await handler(request)
             except (AdapterError, LegacyError, OperationalError) as exc:
-                status = error_status(exc)
-                assert status is not None
+                status = error_status(exc) or 500  # every error caught here has a status; 500 if not
                 if status >= 500:
                     log.warning("admin %s %s: %s", request.method, request.url.path, type(exc).__name__)
                 return JSONResponse(_error_body(exc), status_code=status)

@@ -48,7 +48,8 @@ from fastapi.templating import Jinja2Templates
 
 from adapter.config import Settings
 from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
-from adapter.domain.states import OperationKind, OperationState
+from adapter.domain.states import OPERATION_UNRESOLVED, OperationKind, OperationState
+from adapter.domain.vocabulary import OperatorAction
 from adapter.entrypoints.admin.deps import (
     COOKIE,
     Identity,
@@ -66,7 +67,7 @@ PREFIX = "/admin/ui"
 COOKIE_PATH = "/admin"
 COOKIE_MAX_AGE = 8 * 3600  # a working day; the cookie is the token, so it should not live for ever
 PAGE_SIZE = 25
-ACTIONS = ("reconcile", "compensate", "resolve")
+ACTIONS = tuple(OperatorAction)
 FILTER_FIELDS = ("status", "kind", "principal", "tenant", "import_id", "idempotency_key")
 # The order of the cards: what needs a human first, then work in flight, then settled outcomes.
 STATUS_ORDER = (
@@ -74,7 +75,6 @@ STATUS_ORDER = (
     OperationState.OUTCOME_UNKNOWN,
     OperationState.IN_PROGRESS,
     OperationState.COMPENSATING,
-    OperationState.PENDING,
     OperationState.SUCCEEDED,
     OperationState.COMPENSATED,
     OperationState.RESOLVED,
@@ -82,14 +82,7 @@ STATUS_ORDER = (
     OperationState.CANCELLED,
 )
 ATTENTION = frozenset({OperationState.NEEDS_OPERATOR.value, OperationState.OUTCOME_UNKNOWN.value})
-UNRESOLVED = frozenset(
-    {
-        OperationState.NEEDS_OPERATOR.value,
-        OperationState.OUTCOME_UNKNOWN.value,
-        OperationState.IN_PROGRESS.value,
-        OperationState.COMPENSATING.value,
-    }
-)
+UNRESOLVED = OPERATION_UNRESOLVED
 _HERE = Path(__file__).parent
 STATIC_DIR = _HERE / "static"
 SECURITY_HEADERS = {
@@ -161,7 +154,7 @@ def _tone(state: str | None) -> str:
         return "alert" if state == OperationState.NEEDS_OPERATOR.value else "warn"
     if state in {"succeeded", "committed", "compensated", "resolved"}:
         return "ok"
-    if state in {"in_progress", "pending", "committing", "compensating", "open"}:
+    if state in {"in_progress", "committing", "compensating", "open"}:
         return "busy"
     if state == "failed":
         return "bad"

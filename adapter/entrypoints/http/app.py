@@ -54,8 +54,7 @@ def create_app(
     if isinstance(kit.legacy, InstrumentedPort):  # bootstrap.build wraps the port so every call is timed
         kit.legacy.add_observer(metrics.observe_legacy)
     auth_kwargs: dict[str, object] = {}
-    if not settings.local_mode:
-        assert settings.tokens is not None
+    if settings.tokens is not None:  # not local mode
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
             # Static tokens name no audience; the token file itself says which server they are for.

@@ -1,0 +1,66 @@
+"""A wheel install migrates its database: the migrations ship inside the package.
+
+``pip install .`` into a fresh venv (no dependencies; the dev venv's site-packages are added after the
+install through a ``.pth`` file, so nothing is downloaded but the build backend), then
+``python -m adapter migrate`` from a directory that is not the source tree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"{command[:4]} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _source_copy(target: Path) -> Path:
+    """The project as a fresh checkout would have it: a build leaves nothing in (or from) the worktree."""
+    skip = shutil.ignore_patterns(".*", "build", "*.egg-info", "__pycache__", "node_modules", "*.db*")
+    shutil.copytree(REPO, target, ignore=skip)
+    return target
+
+
+def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    source = _source_copy(tmp_path / "source")
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", source, cwd=tmp_path)
+    # Dependencies come from the dev venv, added only now so pip never sees its editable install.
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run(python, "-c", purelib, cwd=tmp_path).strip())
+    (site / "dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
+    env["ADAPTER_DATABASE_URL"] = f"sqlite:///{elsewhere / 'adapter.db'}"
+
+    where = "import adapter.store.migrate as m; print(m.MIGRATIONS)"
+    location = _run(python, "-c", where, cwd=elsewhere, env=env)
+    output = _run(python, "-m", "adapter", "migrate", cwd=elsewhere, env=env)
+
+    assert Path(location.strip()).is_relative_to(site)  # the installed copy, not the source tree
+    assert "database migrated to head" in output
+    with sqlite3.connect(elsewhere / "adapter.db") as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        (version,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert {"imports", "operations", "events", "audit_records"} <= tables
+    heads = sorted(p.name.split("_")[0] for p in (REPO / "adapter/store/migrations/versions").glob("0*.py"))
+    assert version == heads[-1]
