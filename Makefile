@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test demo serve lint bench clean conformance node-clients
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The quick loop: everything but the tests marked slow (crash campaigns, real subprocesses, browsers).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
 demo: $(STAMP)
 	$(BIN)/python -m adapter demo
 
@@ -26,6 +30,9 @@ serve: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_import.py

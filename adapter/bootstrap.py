@@ -1,11 +1,13 @@
 """The one place that wires concrete parts: store, legacy port and services.
 
-Entry points call :func:`build` with settings; tests call :func:`build_context` with the parts they
-want (an in-process simulator, a temporary database) and get the very same service layer.
+Entry points call :func:`build` with settings; tests call it too, with the parts they want in place
+of what the settings name (a store on a temporary database, a commit policy with fast retries), and
+get the very same service layer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from adapter.config import Settings, ensure_secret_file
@@ -18,7 +20,7 @@ from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.admin import AdminService
 from adapter.store import Store
 
-__all__ = ["Kit", "build", "build_legacy_port"]
+__all__ = ["Kit", "build", "build_legacy_port", "commit_policy_for"]
 
 
 @dataclass(slots=True)
@@ -47,7 +49,27 @@ def build_legacy_port(settings: Settings) -> LegacyPort:
     )
 
 
-def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store | None = None) -> Kit:
+def commit_policy_for(settings: Settings, base: CommitPolicy | None = None) -> CommitPolicy:
+    """The commit flow's tuning as the settings give it, over ``base`` (which supplies what no
+    setting names, the retry waits: tests pass millisecond ones)."""
+    return dataclasses.replace(
+        base or CommitPolicy(),
+        chunk_size=settings.commit_chunk_size,
+        max_attempts=settings.commit_max_attempts,
+        lease_seconds=settings.lease_seconds,
+        unknown_grace_seconds=settings.unknown_grace_seconds,
+    )
+
+
+def build(
+    settings: Settings,
+    *,
+    legacy: LegacyPort | None = None,
+    store: Store | None = None,
+    commit_policy: CommitPolicy | None = None,
+) -> Kit:
+    """Wire a kit. ``legacy``, ``store`` and ``commit_policy`` replace what the settings would give
+    (tests pass millisecond retry waits, which are no setting, so nothing reaches into the services)."""
     store = store or Store.from_url(settings.database_url)
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))
@@ -66,12 +88,7 @@ def build(settings: Settings, *, legacy: LegacyPort | None = None, store: Store 
             max_record_bytes=settings.max_record_bytes,
             max_ttl_seconds=max_ttl,
         ),
-        commit_policy=CommitPolicy(
-            chunk_size=settings.commit_chunk_size,
-            max_attempts=settings.commit_max_attempts,
-            lease_seconds=settings.lease_seconds,
-            unknown_grace_seconds=settings.unknown_grace_seconds,
-        ),
+        commit_policy=commit_policy or commit_policy_for(settings),
         default_ttl_seconds=default_ttl,
     )
     return Kit(

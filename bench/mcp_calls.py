@@ -81,6 +81,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapter.bootstrap import build
 from adapter.config import load_settings
 from adapter.domain.identity import Principal
+from legacy_sim.process import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_import import DEFAULT_POSTGRES_URL, DatabaseFactory, make_records, simulator
@@ -181,12 +182,7 @@ def server_process(config: dict[str, Any], log_path: Path) -> Iterator[tuple[str
             raise RuntimeError(f"server did not start (exit {proc.poll()}); see {log_path}: {line!r}")
         yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=15)
 
 
 # --- clients ---------------------------------------------------------------------------------------

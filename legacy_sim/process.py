@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["running_simulator"]
+__all__ = ["running_simulator", "stop_process"]
 
 _LISTENING = re.compile(r"listening on (?P<host>\S+):(?P<port>\d+)")
 
@@ -43,9 +43,14 @@ def running_simulator(db: Path, *args: str, host: str = "127.0.0.1") -> Iterator
             raise RuntimeError(f"legacy_sim did not start (exit code {process.poll()}): {line!r}")
         yield match["host"], int(match["port"])
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=10)
+
+
+def stop_process(process: subprocess.Popen[str], timeout: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds; reaps it either way."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -50,6 +50,10 @@ class _TCPServer(socketserver.ThreadingTCPServer):
             else:
                 self._conns.discard(conn)
 
+    def open_connections(self) -> int:
+        with self._conns_lock:
+            return len(self._conns)
+
     def drop_all(self) -> None:
         """Cut every open connection so handler threads end promptly on close."""
         with self._conns_lock:
@@ -69,8 +73,8 @@ class _Handler(socketserver.StreamRequestHandler):
     server: _TCPServer
 
     def setup(self) -> None:
-        # StreamRequestHandler.setup applies self.timeout to the socket: that is the idle timeout.
-        self.timeout = self.server.engine.idle_timeout
+        # The socket's timeout is the idle timeout (None: wait for ever, as StreamRequestHandler would).
+        self.request.settimeout(self.server.engine.idle_timeout)
         super().setup()
         self.server.track(self.connection, True)
 
@@ -136,6 +140,11 @@ class SimulatorServer:
     def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now; one an idle timeout dropped no longer counts."""
+        return self._server.open_connections()
 
     def start(self) -> SimulatorServer:
         self._thread.start()

@@ -1,31 +1,32 @@
 """Shared fixtures: a real database (SQLite, and PostgreSQL when configured) and the simulator over TCP.
 
+What more than fixtures need (constants, the kit factory, servers, waits) is in ``tests/support``.
+
 PostgreSQL tests run when ADAPTER_TEST_POSTGRES_URL is set (``.ci/run`` sets it); each test gets its
 own schema, so runs do not interfere and nothing is left behind.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 
+from adapter.bootstrap import Kit
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.legacy.simulator import SimulatorPort
-from adapter.services import CommitPolicy, ImportService, ServiceContext
+from adapter.services import ImportService, ServiceContext
 from adapter.store import Store
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
-
-POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
-SECRET = secrets.token_bytes(32)
-FAST_RETRIES = CommitPolicy(retry_wait_initial=0.001, retry_wait_max=0.01)
+from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
+from tests.support.kit import kit_settings, running_kit
 
 
 def _postgres_schema_url(base: str, schema: str) -> str:
@@ -33,18 +34,7 @@ def _postgres_schema_url(base: str, schema: str) -> str:
     return f"{base}{separator}options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=["sqlite", POSTGRES])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database URL, on each supported database."""
     if request.param == "sqlite":
@@ -97,8 +87,8 @@ def ctx(store: Store, legacy_port: SimulatorPort) -> ServiceContext:
     return ServiceContext(
         store=store,
         legacy=legacy_port,
-        codec=HandleCodec(SECRET),
-        cursors=CursorCodec(SECRET),
+        codec=HandleCodec(SECRET_BYTES),
+        cursors=CursorCodec(SECRET_BYTES),
         commit_policy=FAST_RETRIES,
     )
 
@@ -109,10 +99,45 @@ def service(ctx: ServiceContext) -> ImportService:
 
 
 @pytest.fixture
+def kit_defaults() -> dict[str, Any]:
+    """Settings a folder's tests share (a conftest overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, Any]:
+    """Settings one test needs: ``@pytest.mark.parametrize("settings_overrides", [{...}])``."""
+    return {}
+
+
+@pytest.fixture
+def fast_retries() -> bool:
+    """Whether the kit's commit flow retries after milliseconds instead of its own waits."""
+    return True
+
+
+@pytest.fixture
+def kit(
+    store: Store,
+    db_url: str,
+    legacy_address: tuple[str, int],
+    kit_defaults: dict[str, Any],
+    settings_overrides: dict[str, Any],
+    fast_retries: bool,
+    tmp_path: Path,
+) -> Iterator[Kit]:
+    """The kit as ``build`` wires it (``tests.support.kit``) on the migrated ``store`` and the TCP
+    simulator; settings from ``kit_defaults``, then ``settings_overrides``."""
+    settings = kit_settings(db_url, legacy_address, tmp_path, **{**kit_defaults, **settings_overrides})
+    with running_kit(settings, store, fast_retries=fast_retries) as kit:
+        yield kit
+
+
+@pytest.fixture
 def alice() -> Principal:
-    return Principal(subject="alice", tenant="acme")
+    return ALICE
 
 
 @pytest.fixture
 def bob() -> Principal:
-    return Principal(subject="bob", tenant="acme")
+    return BOB

@@ -15,16 +15,9 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapter.domain.errors import AdapterError
+from adapter.domain.errors import InvalidCursor
 
-__all__ = ["CursorCodec", "InvalidCursor"]
-
-
-class InvalidCursor(AdapterError):
-    code = "invalid_cursor"
-
-    def __init__(self) -> None:
-        super().__init__("Invalid cursor")
+__all__ = ["CursorCodec", "InvalidCursor"]  # InvalidCursor lives in the error tree; re-exported here
 
 
 def _b64(data: bytes) -> str:

@@ -108,24 +108,24 @@ def configure_parser(ops: argparse.ArgumentParser) -> None:
 
 def _ops(settings: Settings, args: argparse.Namespace) -> int:
     """Build the kit, run one ops command, map errors to one stderr line and an exit status."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from adapter.bootstrap import build
-    from adapter.domain.errors import AdapterError
-    from adapter.ports.legacy import LegacyError
+    from adapter.domain.errors import StoreError
+    from adapter.entrypoints.admin.errors import MAPPED, as_adapter_error, error_status
 
     try:
         kit = build(settings)
-    except (SQLAlchemyError, OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # a bad URL or secret file: nothing has touched the database yet
         return _fail(f"cannot open the kit: {type(exc).__name__}: {_first_line(exc)}", EXIT_UNAVAILABLE)
     try:
         return int(args.ops(kit.admin, args))
-    except AdapterError as exc:
-        return _fail(str(exc), EXIT_REFUSED)
-    except LegacyError as exc:
-        return _fail(f"legacy system unreachable: {type(exc).__name__}", EXIT_UNAVAILABLE)
-    except SQLAlchemyError as exc:
-        return _fail(f"database error: {type(exc).__name__}: {_first_line(exc)}", EXIT_UNAVAILABLE)
+    except MAPPED as exc:  # the admin API's table decides: 5xx is "unavailable", the rest "refused"
+        status = error_status(exc) or 500
+        # The driver's error behind a store error: the operator's own shell may see what it says.
+        cause = exc.__cause__ if isinstance(exc, StoreError) else None
+        message = str(as_adapter_error(exc)) + (
+            f" ({type(cause).__name__}: {_first_line(cause)})" if cause else ""
+        )
+        return _fail(message, EXIT_UNAVAILABLE if status >= 500 else EXIT_REFUSED)
     finally:
         kit.close()
 
@@ -160,7 +160,7 @@ def _t(value: datetime | None) -> str:
 def _list(admin: AdminService, args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from adapter.entrypoints.admin.api import OperationOut, OperationPageOut
+    from adapter.entrypoints.admin.schemas import OperationPageOut
     from adapter.services.admin import OperationFilter
 
     filters = OperationFilter(
@@ -175,11 +175,7 @@ def _list(admin: AdminService, args: argparse.Namespace) -> int:
     )
     page = admin.list_operations(filters, limit=args.limit, cursor=args.cursor)
     if args.json:
-        _dump(
-            OperationPageOut(
-                items=[OperationOut.model_validate(i) for i in page.items], next_cursor=page.next_cursor
-            )
-        )
+        _dump(OperationPageOut.model_validate(page))
         return 0
     table = Table(title=f"operations ({len(page.items)})", title_justify="left")
     columns = ("operation", "kind", "status", "principal", "tenant", "import", "attempts", "created (UTC)")
@@ -206,7 +202,7 @@ def _list(admin: AdminService, args: argparse.Namespace) -> int:
 def _show(admin: AdminService, args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from adapter.entrypoints.admin.api import operation_detail_out
+    from adapter.entrypoints.admin.schemas import operation_detail_out
 
     detail = operation_detail_out(admin.get_operation(args.operation_id))
     if args.json:
@@ -275,17 +271,9 @@ def _show(admin: AdminService, args: argparse.Namespace) -> int:
 def _act(admin: AdminService, args: argparse.Namespace) -> int:
     result = admin.act(args.operation_id, args.action, actor=actor(), reason=args.reason)
     if args.json:
-        from adapter.entrypoints.admin.api import ActionOut
+        from adapter.entrypoints.admin.schemas import ActionOut
 
-        _dump(
-            ActionOut(
-                operation_id=result.operation_id,
-                action=result.action,
-                outcome=result.outcome,
-                status=result.status,
-                detail=result.detail,
-            )
-        )
+        _dump(ActionOut.model_validate(result))
         return 0
     print(f"{result.action} {result.operation_id}: {result.outcome} (status now {result.status})")
     return 0

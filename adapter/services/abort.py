@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
-
-from adapter.domain.errors import InvalidState
+from adapter.domain.errors import CompensationFailed, InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.states import (
     IMPORT_FINAL,
@@ -184,7 +182,7 @@ def _close(
             compensation = _compensation(uow, import_id)
             if operation.status != status:  # a VOID that fails again leaves it at needs_operator
                 transition_operation(operation, status)
-            operation.error = {"code": "compensation_failed", "reason": error} if error else None
+            operation.error = {"code": CompensationFailed.code, "reason": error} if error else None
             operation.result = {"legacy_batch_id": compensation.legacy_batch_id} if not error else None
             compensation.status = status.value
             compensation.last_error = error
@@ -234,19 +232,9 @@ def resume_compensations(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
     """Finish compensations a crashed worker left in ``compensating`` (not those at needs_operator)."""
     stale = ctx.clock() - timedelta(seconds=ctx.commit_policy.lease_seconds)
     with ctx.store.unit_of_work() as uow:
-        import_ids = list(
-            uow.session.scalars(
-                select(OperationRow.import_id)
-                .where(
-                    OperationRow.kind == OperationKind.COMPENSATE.value,
-                    OperationRow.status == OperationState.COMPENSATING.value,
-                    OperationRow.updated_at <= stale,
-                )
-                .limit(limit)
-            )
+        import_ids = uow.operations.stalled_imports(
+            OperationKind.COMPENSATE.value, OperationState.COMPENSATING.value, stale, limit
         )
     return [
-        compensate_import(ctx, import_id, reason="resumed after an interruption")
-        for import_id in import_ids
-        if import_id is not None
+        compensate_import(ctx, import_id, reason="resumed after an interruption") for import_id in import_ids
     ]

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter.domain.errors import HandleExpired, InvalidState
+from adapter.domain.errors import AdapterError, HandleExpired, InvalidState, LegacyRejected, LegacyUnavailable
 from adapter.domain.identity import Principal, fingerprint
 from adapter.domain.states import (
     OPERATION_RETRYABLE,
@@ -283,7 +283,7 @@ def _run(
         return _outcome_of(claim, exc)
     except BaseException as exc:
         with contextlib.suppress(Exception):
-            _finish(ctx, claim, _unknown() if run.commit_sent else _failed("internal_error", exc))
+            _finish(ctx, claim, _unknown() if run.commit_sent else _failed(AdapterError.code, exc))
         raise
     return _Outcome(
         OperationState.SUCCEEDED,
@@ -320,11 +320,11 @@ def _outcome_of(claim: _Claim, exc: BaseException) -> _Outcome:
     if isinstance(exc, LegacyOutcomeUnknown):
         return _unknown()
     if isinstance(exc, LegacyTransient):
-        return _failed("legacy_unavailable", exc)
+        return _failed(LegacyUnavailable.code, exc)
     if isinstance(exc, LegacyFailed):
-        return _failed("legacy_rejected", exc)
+        return _failed(LegacyRejected.code, exc)
     log.error("commit %s: %s", claim.operation_id, exc)
-    return _failed("internal_error", exc)
+    return _failed(AdapterError.code, exc)
 
 
 def _unknown() -> _Outcome:

@@ -18,11 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm.exc import StaleDataError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
-from adapter.domain.errors import IdempotencyKeyReused, InvalidRequest
+from adapter.domain.errors import IdempotencyKeyReused, InvalidRequest, StoreConflict
 from adapter.domain.identity import Principal, new_id
 from adapter.domain.states import OperationState, transition_operation
 from adapter.domain.vocabulary import EventKind
@@ -65,7 +63,7 @@ class Outcome:
 def retry_on_conflict(fn: Callable[[], T]) -> T:
     """Run ``fn`` again when it lost a race (unique key or optimistic version); bounded and jittered."""
     retrying = Retrying(
-        retry=retry_if_exception_type((IntegrityError, StaleDataError)),
+        retry=retry_if_exception_type(StoreConflict),
         stop=stop_after_attempt(6),
         wait=wait_random(0, 0.05),
         reraise=True,

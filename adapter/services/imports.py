@@ -19,7 +19,6 @@ from adapter.domain.vocabulary import EventKind
 from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once, validate_key
-from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -139,8 +138,7 @@ def add_records(
 def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
     """The import's current state; an open import past its expiry shows as expired."""
     digest = handle_digest(handle)
-    with ctx.store.read() as connection:  # the hot path: one statement, no session (adapter.store.reads)
-        rows = connection.execute(IMPORT_WITH_OPERATIONS, {"digest": digest}).all()
+    rows = ctx.store.import_with_operations(digest)  # the hot path: one statement, no session
     row = require_owner(principal, rows[0] if rows else None)
     operations = tuple(
         OperationSummary(operation_id=r.op_id, kind=r.op_kind, status=r.op_status, created_at=r.op_created_at)

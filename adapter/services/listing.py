@@ -1,21 +1,18 @@
 """Listing the caller's imports page by page, and following their changes.
 
-Pages are newest first. The first page fixes a snapshot time; later pages only show imports created
-at or before it and continue after the last (created_at, id) seen, so imports created or deleted
-between pages cause neither duplicates nor gaps. The cursor is signed, bound to the principal and to
-this list, and expires (see ``adapter.domain.cursors``).
+Pages are newest first and frozen at the first page (``adapter.services.paging``); the cursor is
+bound to the principal and to this list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from adapter.domain.cursors import InvalidCursor
 from adapter.domain.identity import Principal
 from adapter.domain.views import ImportView
 from adapter.services.context import ServiceContext
 from adapter.services.imports import to_view
+from adapter.services.paging import keyset_page
 
 __all__ = ["ChangeFollower", "ImportPage", "list_imports"]
 
@@ -34,29 +31,12 @@ def _owner(principal: Principal) -> str:
 
 def list_imports(ctx: ServiceContext, principal: Principal, *, cursor: str | None, limit: int) -> ImportPage:
     """One page of the caller's imports. Raises InvalidCursor for a cursor that does not verify."""
-    now = ctx.clock()
-    as_of, before = now, None
-    if cursor is not None:
-        position = ctx.cursors.open(cursor, _PURPOSE, _owner(principal), now)
-        try:
-            as_of = datetime.fromisoformat(position["as_of"])
-            before = (datetime.fromisoformat(position["created_at"]), str(position["id"]))
-        except (KeyError, TypeError, ValueError):
-            raise InvalidCursor() from None
+    mine = {"principal": principal.subject, "tenant": principal.tenant}
     with ctx.store.unit_of_work() as uow:
-        rows = uow.imports.page_for_owner(
-            principal.subject, principal.tenant, as_of=as_of, before=before, limit=limit + 1
+        rows, next_cursor = keyset_page(
+            ctx, _PURPOSE, _owner(principal), cursor, limit, lambda window: uow.imports.page(mine, **window)
         )
-        items = tuple(to_view(row, ctx.codec.handle_for(row.id), ctx, ()) for row in rows[:limit])
-    next_cursor = None
-    if len(rows) > limit:
-        last = items[-1]
-        next_cursor = ctx.cursors.seal(
-            _PURPOSE,
-            _owner(principal),
-            {"as_of": as_of.isoformat(), "created_at": last.created_at.isoformat(), "id": last.import_id},
-            now,
-        )
+        items = tuple(to_view(row, ctx.codec.handle_for(row.id), ctx, ()) for row in rows)
     return ImportPage(items=items, next_cursor=next_cursor)
 
 

@@ -23,11 +23,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm.exc import StaleDataError
-
-from adapter.domain.errors import InvalidState
+from adapter.domain.errors import InvalidState, StoreConflict
 from adapter.domain.states import (
     OPERATION_AWAITING_RECONCILIATION,
     OperationKind,
@@ -41,7 +37,7 @@ from adapter.services.context import ServiceContext
 from adapter.services.findings import judge
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.leases import lease_is_free, new_lease_owner, release_lease, take_lease
-from adapter.store.tables import EventRow, OperationRow
+from adapter.store.tables import EventRow
 
 __all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
 
@@ -76,20 +72,13 @@ def reconcile_pass(ctx: ServiceContext, *, limit: int = 100) -> list[Resolution]
 def _candidates(ctx: ServiceContext, limit: int) -> list[str]:
     now = ctx.clock()
     with ctx.store.unit_of_work() as uow:
-        query = (
-            select(OperationRow.id)
-            .where(
-                OperationRow.kind == OperationKind.COMMIT.value,
-                or_(
-                    OperationRow.status == OperationState.OUTCOME_UNKNOWN.value,
-                    (OperationRow.status == OperationState.IN_PROGRESS.value)
-                    & or_(OperationRow.lease_expires_at.is_(None), OperationRow.lease_expires_at <= now),
-                ),
-            )
-            .order_by(OperationRow.updated_at)
-            .limit(limit)
+        return uow.operations.reconcile_candidates(
+            OperationKind.COMMIT.value,
+            OperationState.OUTCOME_UNKNOWN.value,
+            OperationState.IN_PROGRESS.value,
+            now,
+            limit,
         )
-        return list(uow.session.scalars(query))
 
 
 def reconcile_operation(
@@ -127,7 +116,7 @@ def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str
             sent_at = _commit_sent_at(uow.events.for_operation(operation_id))
             uow.commit()
             return previous, operation.batch_ref, sent_at
-    except (StaleDataError, IntegrityError):
+    except StoreConflict:
         return None  # another reconciler or worker got there first
 
 

@@ -11,18 +11,15 @@ never purged: they still need someone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
-
-from sqlalchemy import Select, delete, exists, select
-from sqlalchemy.orm import InstrumentedAttribute
 
 from adapter.domain.states import IMPORT_FINAL, OPERATION_FINISHED, ImportState, transition
 from adapter.domain.vocabulary import EventKind
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
+from adapter.store.repositories import RetentionRepository
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
@@ -43,13 +40,7 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
 
     def step() -> int:
         with ctx.store.unit_of_work() as uow:
-            rows = list(
-                uow.session.scalars(
-                    select(ImportRow)
-                    .where(ImportRow.state == ImportState.OPEN.value, ImportRow.expires_at <= ctx.clock())
-                    .limit(limit)
-                )
-            )
+            rows = uow.imports.past_expiry(ImportState.OPEN.value, ctx.clock(), limit)
             for row in rows:
                 transition(row, ImportState.EXPIRED)
                 uow.records.discard(row.id)
@@ -63,50 +54,20 @@ def expire_open_imports(ctx: ServiceContext, *, limit: int = 500) -> int:
 def purge_finished(ctx: ServiceContext, *, retention: timedelta, batch: int = 500) -> PurgeReport:
     """Delete what is older than ``retention`` and finished, ``batch`` rows per transaction."""
     cutoff = ctx.clock() - retention
-    operations = _purge(
-        ctx,
-        select(OperationRow.id).where(
-            OperationRow.status.in_(_FINISHED_OPERATIONS), OperationRow.updated_at < cutoff
-        ),
-        OperationRow.id,
-        batch,
-    )
-    staged = _purge(
-        ctx,
-        select(StagedRecordRow.id)
-        .join(ImportRow, ImportRow.id == StagedRecordRow.import_id)
-        .where(ImportRow.state == ImportState.COMMITTED.value, ImportRow.updated_at < cutoff),
-        StagedRecordRow.id,
-        batch,
-    )
-    imports = _purge(
-        ctx,
-        select(ImportRow.id).where(
-            ImportRow.state.in_(_FINAL_IMPORTS),
-            ImportRow.updated_at < cutoff,
-            ~exists().where(
-                OperationRow.import_id == ImportRow.id, OperationRow.status.not_in(_FINISHED_OPERATIONS)
-            ),
-        ),
-        ImportRow.id,
-        batch,
-    )
-    events = _purge(ctx, select(EventRow.id).where(EventRow.created_at < cutoff), EventRow.id, batch)
+    operations = _purge(ctx, lambda r: r.purge_operations(_FINISHED_OPERATIONS, cutoff, batch))
+    staged = _purge(ctx, lambda r: r.purge_staged_records(ImportState.COMMITTED.value, cutoff, batch))
+    imports = _purge(ctx, lambda r: r.purge_imports(_FINAL_IMPORTS, _FINISHED_OPERATIONS, cutoff, batch))
+    events = _purge(ctx, lambda r: r.purge_events(cutoff, batch))
     return PurgeReport(operations=operations, imports=imports, staged_records=staged, events=events)
 
 
-def _purge(
-    ctx: ServiceContext, ids_query: Select[Any], column: InstrumentedAttribute[Any], batch: int
-) -> int:
+def _purge(ctx: ServiceContext, one_batch: Callable[[RetentionRepository], int]) -> int:
+    """Run ``one_batch`` in its own transaction until it deletes nothing; the total deleted."""
     total = 0
     while True:
         with ctx.store.unit_of_work() as uow:
-            ids = list(uow.session.scalars(ids_query.limit(batch)))
-            if not ids:
-                return total
-            if column.table.name == "imports":
-                uow.session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id.in_(ids)))
-                uow.session.execute(delete(OperationRow).where(OperationRow.import_id.in_(ids)))
-            uow.session.execute(delete(column.table).where(column.in_(ids)))
+            deleted = one_batch(uow.retention)
             uow.commit()
-            total += len(ids)
+        if not deleted:
+            return total
+        total += deleted

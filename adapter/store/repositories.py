@@ -1,15 +1,20 @@
-"""Repositories: every query the services need, named in the domain's words."""
+"""Repositories: every query the services need, named in the domain's words.
+
+No module above the store writes a query: services call these methods inside a unit of work, and
+pass domain values (states, times, limits), never SQL.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, insert, select, tuple_, update
+from sqlalchemy import Select, delete, exists, func, insert, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
+    AuditRow,
     CompensationRow,
     EventRow,
     ImportRow,
@@ -19,12 +24,48 @@ from adapter.store.tables import (
 )
 
 __all__ = [
+    "AuditRepository",
     "CompensationRepository",
     "EventRepository",
     "ImportRepository",
     "OperationRepository",
     "RecordRepository",
+    "RetentionRepository",
+    "keyset_rows",
 ]
+
+Row = TypeVar("Row", ImportRow, OperationRow)
+
+
+def keyset_rows(
+    session: Session,
+    model: type[Row],
+    equal: Mapping[str, object],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    as_of: datetime,
+    before: tuple[datetime, str] | None,
+    limit: int,
+) -> list[Row]:
+    """Rows newest first whose columns equal ``equal`` (``None`` values ignored), one keyset page.
+
+    ``since``/``until`` bound ``created_at`` (``since`` inclusive). ``as_of`` freezes the list at
+    its first page (no duplicates from inserts); ``before`` = (created_at, id) of the last row seen
+    keeps deletes from causing gaps. Ask for one row more than a page to know whether another follows.
+    """
+    query = select(model).where(model.created_at <= as_of)
+    for name, value in equal.items():
+        if value is not None:
+            query = query.where(getattr(model, name) == value)
+    if since is not None:
+        query = query.where(model.created_at >= since)
+    if until is not None:
+        query = query.where(model.created_at < until)
+    if before is not None:
+        query = query.where(tuple_(model.created_at, model.id) < tuple_(*before))
+    query = query.order_by(model.created_at.desc(), model.id.desc()).limit(limit)
+    return list(session.scalars(query))
 
 
 class ImportRepository:
@@ -37,27 +78,17 @@ class ImportRepository:
     def get(self, import_id: str) -> ImportRow | None:
         return self._session.get(ImportRow, import_id)
 
-    def page_for_owner(
-        self,
-        principal: str,
-        tenant: str,
-        *,
-        as_of: datetime,
-        before: tuple[datetime, str] | None,
-        limit: int,
-    ) -> list[ImportRow]:
-        """The owner's imports, newest first, created at or before ``as_of`` and after ``before``.
+    def page(self, equal: Mapping[str, object], **window: Any) -> list[ImportRow]:
+        """One keyset page of imports, newest first (see :func:`keyset_rows` for ``window``)."""
+        return keyset_rows(self._session, ImportRow, equal, **window)
 
-        ``as_of`` freezes the list at its first page (no duplicates from inserts); the keyset
-        ``before`` = (created_at, id) of the last row seen keeps deletes from causing gaps.
-        """
-        query = select(ImportRow).where(
-            ImportRow.principal == principal, ImportRow.tenant == tenant, ImportRow.created_at <= as_of
+    def past_expiry(self, state: str, now: datetime, limit: int) -> list[ImportRow]:
+        """Imports still in ``state`` whose expiry has passed (the sweeper marks open ones expired)."""
+        return list(
+            self._session.scalars(
+                select(ImportRow).where(ImportRow.state == state, ImportRow.expires_at <= now).limit(limit)
+            )
         )
-        if before is not None:
-            query = query.where(tuple_(ImportRow.created_at, ImportRow.id) < tuple_(*before))
-        query = query.order_by(ImportRow.created_at.desc(), ImportRow.id.desc()).limit(limit)
-        return list(self._session.scalars(query))
 
     def by_digest(self, handle_digest: str) -> ImportRow | None:
         return self._session.scalars(
@@ -162,6 +193,50 @@ class OperationRepository:
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    def page(self, equal: Mapping[str, object], **window: Any) -> list[OperationRow]:
+        """One keyset page of operations, newest first (see :func:`keyset_rows` for ``window``)."""
+        return keyset_rows(self._session, OperationRow, equal, **window)
+
+    def reconcile_candidates(
+        self, kind: str, unknown: str, running: str, now: datetime, limit: int
+    ) -> list[str]:
+        """Ids of ``kind`` operations in ``unknown``, or ``running`` with no live lease; oldest first."""
+        lease_over = or_(OperationRow.lease_expires_at.is_(None), OperationRow.lease_expires_at <= now)
+        return list(
+            self._session.scalars(
+                select(OperationRow.id)
+                .where(
+                    OperationRow.kind == kind,
+                    or_(OperationRow.status == unknown, (OperationRow.status == running) & lease_over),
+                )
+                .order_by(OperationRow.updated_at)
+                .limit(limit)
+            )
+        )
+
+    def stalled_imports(self, kind: str, status: str, not_updated_since: datetime, limit: int) -> list[str]:
+        """Import ids of ``kind`` operations left in ``status`` and untouched since the given time."""
+        ids = self._session.scalars(
+            select(OperationRow.import_id)
+            .where(
+                OperationRow.kind == kind,
+                OperationRow.status == status,
+                OperationRow.updated_at <= not_updated_since,
+            )
+            .limit(limit)
+        )
+        return [import_id for import_id in ids if import_id is not None]
+
+    def count_by_status(self) -> dict[str, int]:
+        rows = self._session.execute(select(OperationRow.status, func.count()).group_by(OperationRow.status))
+        return {status: count for status, count in rows}
+
+    def oldest_update(self, statuses: Collection[str]) -> datetime | None:
+        """When the least recently updated operation in one of ``statuses`` was last updated."""
+        return self._session.scalar(
+            select(func.min(OperationRow.updated_at)).where(OperationRow.status.in_(statuses))
+        )
+
     def latest_commit(self, import_id: str) -> OperationRow | None:
         return self._session.scalars(
             select(OperationRow)
@@ -218,3 +293,81 @@ class EventRepository:
                 select(EventRow).where(EventRow.id > last_id).order_by(EventRow.id).limit(limit)
             )
         )
+
+
+class AuditRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def record(self, operation_id: str, actor: str, action: str, reason: str | None, outcome: str) -> None:
+        """Append one operator action; texts are cut to the columns' sizes rather than refused."""
+        self._session.add(
+            AuditRow(
+                operation_id=operation_id,
+                actor=actor[:200],
+                action=action,
+                reason=(reason or None) and reason[:1000],
+                outcome=outcome[:200],
+            )
+        )
+
+    def for_operation(self, operation_id: str) -> list[AuditRow]:
+        return list(
+            self._session.scalars(
+                select(AuditRow).where(AuditRow.operation_id == operation_id).order_by(AuditRow.id)
+            )
+        )
+
+
+class RetentionRepository:
+    """Bounded deletes for the purge: each method deletes at most ``limit`` rows and says how many."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def purge_operations(self, finished: Collection[str], cutoff: datetime, limit: int) -> int:
+        """Operations in a ``finished`` state, last updated before ``cutoff``."""
+        query = select(OperationRow.id).where(
+            OperationRow.status.in_(finished), OperationRow.updated_at < cutoff
+        )
+        return self._delete(query, OperationRow.__table__, limit)
+
+    def purge_staged_records(self, state: str, cutoff: datetime, limit: int) -> int:
+        """Staged records of imports in ``state`` (committed: the legacy system has them now)."""
+        query = (
+            select(StagedRecordRow.id)
+            .join(ImportRow, ImportRow.id == StagedRecordRow.import_id)
+            .where(ImportRow.state == state, ImportRow.updated_at < cutoff)
+        )
+        return self._delete(query, StagedRecordRow.__table__, limit)
+
+    def purge_imports(
+        self, final: Collection[str], finished: Collection[str], cutoff: datetime, limit: int
+    ) -> int:
+        """Imports in a ``final`` state with no unfinished operation, with their records and operations."""
+        unfinished = exists().where(
+            OperationRow.import_id == ImportRow.id, OperationRow.status.not_in(finished)
+        )
+        query = select(ImportRow.id).where(
+            ImportRow.state.in_(final), ImportRow.updated_at < cutoff, ~unfinished
+        )
+        return self._delete(query, ImportRow.__table__, limit, dependants=(StagedRecordRow, OperationRow))
+
+    def purge_events(self, cutoff: datetime, limit: int) -> int:
+        return self._delete(
+            select(EventRow.id).where(EventRow.created_at < cutoff), EventRow.__table__, limit
+        )
+
+    def _delete(
+        self,
+        ids_query: Select[Any],
+        table: Any,
+        limit: int,
+        dependants: Sequence[type[StagedRecordRow] | type[OperationRow]] = (),
+    ) -> int:
+        ids = list(self._session.scalars(ids_query.limit(limit)))
+        if ids:
+            for dependant in dependants:
+                self._session.execute(delete(dependant).where(dependant.import_id.in_(ids)))
+            self._session.execute(delete(table).where(table.c.id.in_(ids)))
+        return len(ids)

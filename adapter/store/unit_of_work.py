@@ -1,21 +1,27 @@
 """A unit of work: one database transaction that rolls back unless committed.
 
 Services open one per step (``with store.unit_of_work() as uow: ...; uow.commit()``). Repositories
-hang off it so a service never builds queries itself.
+hang off it so a service never builds queries itself. A driver error that leaves the block becomes
+the kit's own ``StoreConflict`` or ``StoreUnavailable`` here (``adapter.store.errors``), so nothing
+above the store catches a SQLAlchemy or driver class.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapter.store.errors import raise_translated
 from adapter.store.repositories import (
+    AuditRepository,
     CompensationRepository,
     EventRepository,
     ImportRepository,
     OperationRepository,
     RecordRepository,
+    RetentionRepository,
 )
 
 __all__ = ["UnitOfWork"]
@@ -34,6 +40,8 @@ class UnitOfWork:
         self.operations = OperationRepository(self.session)
         self.compensations = CompensationRepository(self.session)
         self.events = EventRepository(self.session)
+        self.audit = AuditRepository(self.session)
+        self.retention = RetentionRepository(self.session)
         return self
 
     def __exit__(
@@ -44,10 +52,24 @@ class UnitOfWork:
     ) -> None:
         # close() rolls back anything not committed; unlike rollback() it leaves the loaded
         # attributes of returned rows readable after the block.
-        self.session.close()
+        try:
+            self.session.close()
+        except Exception as close_error:
+            if exc is None:  # nothing else went wrong: the failed close is the error to report
+                self._raise_translated(close_error)
+                raise
+        if exc is not None:
+            self._raise_translated(exc)
+
+    def _raise_translated(self, exc: BaseException) -> None:
+        raise_translated(exc, self.session.get_bind().dialect.dbapi)
 
     def commit(self) -> None:
         self.session.commit()
 
     def flush(self) -> None:
         self.session.flush()
+
+    def ping(self) -> None:
+        """A trivial question; leaving the block raises ``StoreUnavailable`` if it got no answer."""
+        self.session.execute(select(1))

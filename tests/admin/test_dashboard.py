@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import secrets
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,21 +24,18 @@ import httpx
 import pytest
 
 from adapter.bootstrap import Kit, build
-from adapter.config import load_settings
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.store import Store
 from legacy_sim.engine import LegacyEngine
+from tests.support.constants import ALICE, CAROL, OPERATOR_TOKEN, VIEWER_TOKEN
+from tests.support.kit import kit_settings, running_kit
+from tests.support.servers import serve_in_thread
 
-OPERATOR_TOKEN = "operator-" + secrets.token_hex(16)
-VIEWER_TOKEN = "viewer-" + secrets.token_hex(16)
-SECRET = "dashboard-secret-" + secrets.token_hex(24)
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "dashboard"
 UI = "/admin/ui"
-ALICE = Principal(subject="alice", tenant="acme")
-BOB = Principal(subject="bob", tenant="globex")
 
 
 # --- the app, served -------------------------------------------------------------------------------
@@ -53,22 +50,11 @@ def admin_tokens() -> dict[str, Any]:
 def ui_kit(
     store: Store, db_url: str, legacy_address: tuple[str, int], tmp_path: Path, admin_tokens: dict[str, Any]
 ) -> Iterator[Kit]:
-    host, port = legacy_address
-    settings = load_settings(
-        database_url=db_url,
-        legacy_url=f"tcp://{host}:{port}",
-        secret=SECRET,
-        secret_file=str(tmp_path / "unused.secret"),
-        legacy_timeout_seconds=10.0,
-        **admin_tokens,
+    settings = kit_settings(
+        db_url, legacy_address, tmp_path, tokens=None, unknown_grace_seconds=0.0, **admin_tokens
     )
-    kit = build(settings, store=store)
-    ctx = kit.service.ctx
-    ctx.commit_policy = dataclasses.replace(
-        ctx.commit_policy, retry_wait_initial=0.001, retry_wait_max=0.01, unknown_grace_seconds=0.0
-    )
-    yield kit
-    kit.close()
+    with running_kit(settings, store) as kit:
+        yield kit
 
 
 @dataclasses.dataclass
@@ -95,7 +81,7 @@ def seed(kit: Kit, legacy: LegacyEngine) -> Seeded:
         committed.append(result.operation_id)
 
     legacy.update_faults(drop_after_commit=1.0)
-    unknown = service.commit(BOB, staged(BOB, "suppliers", 4), idempotency_key="bob-1")
+    unknown = service.commit(CAROL, staged(CAROL, "suppliers", 4), idempotency_key="carol-1")
     legacy.update_faults(drop_after_commit=0.0)
     assert unknown.status == "outcome_unknown"
 
@@ -123,9 +109,9 @@ def _filter(**values: Any) -> Any:
 
 
 @pytest.fixture
-def base_url(ui_kit: Kit, app_server: Any) -> Iterator[str]:
+def base_url(ui_kit: Kit) -> Iterator[str]:
     # No maintenance loop: it would reconcile the unknown outcome before the operator can.
-    with app_server(create_app(ui_kit, run_maintenance=False)) as url:
+    with serve_in_thread(create_app(ui_kit, run_maintenance=False)) as url:
         yield url
 
 
@@ -327,7 +313,7 @@ def test_filters_and_keyset_pages(base_url: str, seeded: Seeded) -> None:
         unknown = client.get(UI, params={"status": "outcome_unknown", "principal": "", "kind": ""})
         assert rows(unknown.text) == [(seeded.unknown, "outcome_unknown")]
         assert client.get(UI, params={"idempotency_key": "nightly-1"}).text.count("<tr data-operation") == 1
-        assert rows(client.get(UI, params={"tenant": "globex"}).text)  # bob's operations
+        assert rows(client.get(UI, params={"tenant": "globex"}).text)  # carol's operations
         none = client.get(UI, params={"principal": "nobody"})
         assert rows(none.text) == [] and "No operation matches these filters." in none.text
 
@@ -345,6 +331,69 @@ def test_filters_and_keyset_pages(base_url: str, seeded: Seeded) -> None:
         assert stale.status_code == 200 and "no longer valid" in stale.text
         missing = client.get(f"{UI}/operations/no-such-operation")
         assert missing.status_code == 404 and "No such operation" in missing.text
+
+
+# --- errors: the admin API's statuses, the code once --------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(params=["sqlite-missing-dir", "postgres-closed-port"])
+def down_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database that does not answer: a SQLite file that cannot be opened, a port nobody listens on."""
+    if request.param == "sqlite-missing-dir":
+        return f"sqlite:///{tmp_path / 'gone' / 'adapter.db'}"
+    return f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/adapter?connect_timeout=5"
+
+
+def test_a_database_that_does_not_answer_is_a_503_page_not_a_500(
+    down_url: str, legacy_address: tuple[str, int], tmp_path: Path, app_server: Any
+) -> None:
+    kit = build(kit_settings(down_url, legacy_address, tmp_path, tokens=None, admin_token=OPERATOR_TOKEN))
+    try:
+        with (
+            app_server(create_app(kit, run_maintenance=False)) as url,
+            logged_in(url, OPERATOR_TOKEN) as client,
+        ):
+            api = client.get("/admin/operations", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+            assert api.status_code == 503, api.text
+            assert api.json()["code"] == "database_unavailable"
+            for page in (client.get(UI), client.get(f"{UI}/operations/some-id")):
+                assert page.status_code == 503, page.text
+                assert "Cannot show this page" in page.text
+                assert page.text.count("database_unavailable") == 1  # the code once, not twice
+            acted = client.post(
+                f"{UI}/operations/some-id/reconcile", data={"reason": "x"}, headers={"Origin": url}
+            )
+            assert acted.status_code == 503 and acted.text.count("database_unavailable") == 1
+    finally:
+        kit.close()
+
+
+def test_a_failing_legacy_system_is_the_same_status_in_the_dashboard_as_in_the_api(
+    base_url: str, seeded: Seeded, ui_kit: Kit, legacy_engine: LegacyEngine
+) -> None:
+    target = f"{UI}/operations/{seeded.unknown}/reconcile"
+    legacy_engine.update_faults(error_rate=1.0)
+    try:
+        with logged_in(base_url, OPERATOR_TOKEN) as client:
+            page = client.post(target, data={"reason": "try now"}, headers={"Origin": base_url})
+            api = client.post(
+                f"/admin/operations/{seeded.unknown}/reconcile",
+                headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+            )
+    finally:
+        legacy_engine.update_faults(error_rate=0.0)
+    assert api.status_code == page.status_code == 503, (api.text, page.text)
+    assert api.json()["code"] == "legacy_unavailable"
+    assert "Reconcile refused" in page.text and page.text.count("legacy_unavailable") == 1
+    assert 'name="reason"' in page.text and "try now" in page.text  # the form keeps what was typed
+    outcomes = [a.outcome for a in ui_kit.admin.get_operation(seeded.unknown).audit]
+    assert outcomes == ["refused: LegacyTransient", "refused: LegacyTransient"]
 
 
 # --- the browser ---------------------------------------------------------------------------------
@@ -418,6 +467,7 @@ def screenshot(driver: Any, name: str, width: int = 1280) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_an_operator_logs_in_filters_opens_an_operation_and_reconciles_it(
     browser: Any, base_url: str, seeded: Seeded

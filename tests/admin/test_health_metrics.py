@@ -9,14 +9,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.bootstrap import build
-from adapter.config import load_settings
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.legacy.instrumented import InstrumentedPort
 from adapter.ports.legacy import LegacyOutcomeUnknown, LegacyTransient
 from adapter.store import Store
 from legacy_sim.engine import LegacyEngine
+from tests.support.kit import kit_settings, running_kit
+from tests.support.servers import serve_in_thread
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -48,24 +48,15 @@ def test_readyz_is_open_and_ready_when_database_and_legacy_answer(server: Any) -
 
 
 def test_readyz_is_503_with_the_reasons_when_the_legacy_system_is_down(
-    store: Store, db_url: str, tmp_path: Any, serve_in_thread: Any
+    store: Store, db_url: str, tmp_path: Any
 ) -> None:
-    kit = build(
-        load_settings(
-            database_url=db_url,
-            legacy_url=f"tcp://127.0.0.1:{closed_port()}",
-            legacy_timeout_seconds=2.0,
-            secret="s" * 40,
-            secret_file=str(tmp_path / "unused.secret"),
-        ),
-        store=store,
-    )
-    try:
-        with serve_in_thread(create_app(kit, run_maintenance=False)) as url:
-            response = httpx.get(url + "/readyz", timeout=10)
-            healthz = httpx.get(url + "/healthz", timeout=10)
-    finally:
-        kit.close()
+    settings = kit_settings(db_url, ("127.0.0.1", closed_port()), tmp_path, legacy_timeout_seconds=2.0)
+    with (
+        running_kit(settings, store) as kit,
+        serve_in_thread(create_app(kit, run_maintenance=False)) as url,
+    ):
+        response = httpx.get(url + "/readyz", timeout=10)
+        healthz = httpx.get(url + "/healthz", timeout=10)
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "unavailable"

@@ -18,6 +18,7 @@ from legacy_sim.engine import LegacyEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "ops-tester"
+pytestmark = pytest.mark.slow  # each test starts `python -m adapter ops` as a subprocess at least once
 
 
 @pytest.fixture
@@ -206,4 +207,4 @@ def test_ops_errors_are_one_line_on_stderr_and_a_non_zero_exit(
     unreachable = ops("list", database_url=f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     assert unreachable.returncode == 3
     assert len(unreachable.stderr.strip().splitlines()) == 1, unreachable.stderr
-    assert unreachable.stderr.startswith("adapter ops: ")
+    assert unreachable.stderr.startswith("adapter ops: database_unavailable: ")

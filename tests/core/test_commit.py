@@ -9,17 +9,9 @@ import pytest
 
 from adapter.domain.errors import HandleExpired, IdempotencyKeyReused, InvalidState
 from adapter.domain.identity import Principal
-from adapter.services import CancelToken, ImportService
+from adapter.services import CancelToken, CommitPolicy, ImportService, ServiceContext
 from legacy_sim.engine import LegacyEngine
-
-
-def staged_import(
-    service: ImportService, who: Principal, records: list[dict[str, Any]], chunk: int = 100
-) -> str:
-    handle = service.begin(who, "customers").handle
-    for start in range(0, len(records), chunk):
-        service.add(who, handle, records[start : start + chunk])
-    return handle
+from tests.support.imports import staged
 
 
 def make_records(n: int) -> list[dict[str, Any]]:
@@ -34,7 +26,7 @@ def test_commit_lands_exactly_the_staged_records_in_order_in_one_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     records = make_records(1234)
-    handle = staged_import(service, alice, records)
+    handle = staged(service, alice, records)
 
     result = service.commit(alice, handle)
 
@@ -50,7 +42,7 @@ def test_commit_lands_exactly_the_staged_records_in_order_in_one_batch(
 def test_commit_retried_with_same_key_returns_first_result_and_one_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(10))
+    handle = staged(service, alice, make_records(10))
 
     first = service.commit(alice, handle, idempotency_key="commit-1")
     second = service.commit(alice, handle, idempotency_key="commit-1")
@@ -67,7 +59,7 @@ def test_commit_retried_with_same_key_returns_first_result_and_one_batch(
 def test_second_commit_of_a_committed_handle_answers_the_recorded_result(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(3))
+    handle = staged(service, alice, make_records(3))
     first = service.commit(alice, handle)
 
     again = service.commit(alice, handle)
@@ -78,8 +70,8 @@ def test_second_commit_of_a_committed_handle_answers_the_recorded_result(
 
 
 def test_commit_key_reused_for_another_import_is_refused(service: ImportService, alice: Principal) -> None:
-    first = staged_import(service, alice, make_records(2))
-    other = staged_import(service, alice, make_records(2))
+    first = staged(service, alice, make_records(2))
+    other = staged(service, alice, make_records(2))
     service.commit(alice, first, idempotency_key="k")
 
     with pytest.raises(IdempotencyKeyReused):
@@ -90,7 +82,7 @@ def test_commit_key_reused_for_another_import_is_refused(service: ImportService,
 def test_drop_after_commit_gives_outcome_unknown_never_failed(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(5))
+    handle = staged(service, alice, make_records(5))
     legacy_engine.update_faults(drop_after_commit=1.0)
 
     result = service.commit(alice, handle, idempotency_key="c")
@@ -112,7 +104,7 @@ def test_drop_after_commit_gives_outcome_unknown_never_failed(
 def test_cancellation_before_commit_leaves_no_legacy_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(1200))
+    handle = staged(service, alice, make_records(1200))
     token = CancelToken()
 
     def cancel_midway(sent: int, total: int) -> None:
@@ -135,7 +127,7 @@ def test_cancellation_before_commit_leaves_no_legacy_batch(
 def test_cancelled_commit_retried_with_same_key_commits_once(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(20))
+    handle = staged(service, alice, make_records(20))
     token = CancelToken()
     token.cancel()
     cancelled = service.commit(alice, handle, idempotency_key="k", cancel=token)
@@ -151,7 +143,7 @@ def test_cancelled_commit_retried_with_same_key_commits_once(
 def test_two_concurrent_commits_of_one_handle_produce_one_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(300))
+    handle = staged(service, alice, make_records(300))
     legacy_engine.update_faults(latency_ms=5)
     results = []
     barrier = threading.Barrier(2)
@@ -174,7 +166,7 @@ def test_two_concurrent_commits_of_one_handle_produce_one_batch(
 def test_same_key_while_first_commit_runs_answers_in_progress(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(50))
+    handle = staged(service, alice, make_records(50))
     legacy_engine.update_faults(latency_ms=20)
     answers = []
 
@@ -189,11 +181,11 @@ def test_same_key_while_first_commit_runs_answers_in_progress(
 
 
 def test_transient_errors_are_retried_without_doubling(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     records = make_records(40)
-    handle = staged_import(service, alice, records)
-    service.ctx.commit_policy = type(service.ctx.commit_policy)(
+    handle = staged(service, alice, records)
+    ctx.commit_policy = CommitPolicy(
         chunk_size=10, max_attempts=30, retry_wait_initial=0.001, retry_wait_max=0.005
     )
     legacy_engine.update_faults(error_rate=0.05, seed=7)
@@ -212,7 +204,7 @@ def test_transient_errors_are_retried_without_doubling(
 def test_legacy_unavailable_fails_honestly_with_nothing_committed(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged_import(service, alice, make_records(5))
+    handle = staged(service, alice, make_records(5))
     legacy_engine.update_faults(error_rate=1.0)
 
     result = service.commit(alice, handle)
@@ -227,7 +219,7 @@ def test_legacy_unavailable_fails_honestly_with_nothing_committed(
 def test_progress_is_reported_in_increasing_steps_up_to_the_total(
     service: ImportService, alice: Principal
 ) -> None:
-    handle = staged_import(service, alice, make_records(1100))
+    handle = staged(service, alice, make_records(1100))
     seen: list[tuple[int, int]] = []
 
     service.commit(alice, handle, progress=lambda sent, total: seen.append((sent, total)))

@@ -18,9 +18,16 @@ from adapter.domain.errors import (
     OperationNotFound,
 )
 from adapter.domain.identity import HandleCodec, Principal
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 from adapter.store.tables import ImportRow
 from legacy_sim.engine import LegacyEngine
+from tests.support.imports import staged
+
+
+@pytest.fixture
+def handle(service: ImportService, alice: Principal) -> str:
+    """Alice's open import with one staged record."""
+    return staged(service, alice)
 
 
 def test_begin_returns_an_opaque_unguessable_handle_bound_to_the_caller(
@@ -35,10 +42,12 @@ def test_begin_returns_an_opaque_unguessable_handle_bound_to_the_caller(
     assert (first.status, first.record_count, first.replayed) == ("open", 0, False)
 
 
-def test_the_store_keeps_only_a_digest_of_the_handle(service: ImportService, alice: Principal) -> None:
+def test_the_store_keeps_only_a_digest_of_the_handle(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
     handle = service.begin(alice, "customers").handle
 
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         [row] = uow.session.query(ImportRow).all()
         stored = [str(getattr(row, column.key)) for column in ImportRow.__table__.columns]
         digest = row.handle_digest
@@ -68,14 +77,16 @@ def test_the_same_key_is_independent_per_principal(
     assert not theirs.replayed
 
 
-def test_add_stages_records_in_order_across_calls(service: ImportService, alice: Principal) -> None:
+def test_add_stages_records_in_order_across_calls(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
     handle = service.begin(alice, "customers").handle
 
     service.add(alice, handle, [{"n": 1}, {"n": 2}])
     result = service.add(alice, handle, [{"n": 3}])
 
     assert (result.accepted, result.record_count) == (1, 3)
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         import_id = service.status(alice, handle).import_id
         staged = uow.records.chunk(import_id, 0, 10)
     assert [(seq, data) for seq, data in staged] == [(1, '{"n":1}'), (2, '{"n":2}'), (3, '{"n":3}')]
@@ -94,7 +105,7 @@ def test_add_replayed_with_same_key_stages_once(service: ImportService, alice: P
 
 
 def test_concurrent_adds_to_one_import_keep_every_record_at_its_own_position(
-    service: ImportService, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal
 ) -> None:
     handle = service.begin(alice, "customers").handle
     errors: list[BaseException] = []
@@ -114,7 +125,7 @@ def test_concurrent_adds_to_one_import_keep_every_record_at_its_own_position(
 
     assert errors == []
     assert service.status(alice, handle).record_count == 4 * 5 * 3
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         staged = uow.records.chunk(service.status(alice, handle).import_id, 0, 1000)
     assert [seq for seq, _ in staged] == list(range(1, 61))
 
@@ -141,10 +152,8 @@ def test_bad_records_are_refused_with_a_clear_error_and_nothing_staged(
 
 
 def test_another_principals_handle_is_indistinguishable_from_an_unknown_one(
-    service: ImportService, alice: Principal, bob: Principal
+    service: ImportService, alice: Principal, bob: Principal, handle: str
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
     other_tenant = Principal(subject="alice", tenant="other")
 
     errors = []
@@ -192,14 +201,11 @@ def test_begin_refuses_a_bad_target(service: ImportService, alice: Principal, ta
 
 
 def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
-    service: ImportService, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal, handle: str
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
-
     assert service.abort(alice, handle).status == "aborted"
     assert service.abort(alice, handle).status == "aborted"
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         assert uow.records.count(service.status(alice, handle).import_id) == 0
     with pytest.raises(InvalidState):
         service.add(alice, handle, [{"n": 2}])
@@ -208,10 +214,8 @@ def test_abort_of_an_open_import_drops_staged_records_and_is_repeatable(
 
 
 def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, handle: str
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
     committed = service.commit(alice, handle)
 
     assert service.abort(alice, handle).status == "compensated"
@@ -224,10 +228,8 @@ def test_abort_of_a_committed_import_voids_exactly_its_batch_once(
 
 
 def test_compensation_that_keeps_failing_stops_at_needs_operator(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, handle: str
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
     service.commit(alice, handle)
     legacy_engine.update_faults(error_rate=1.0)
 
@@ -245,10 +247,8 @@ def test_compensation_that_keeps_failing_stops_at_needs_operator(
 
 
 def test_operation_status_by_id_and_key_only_for_its_owner(
-    service: ImportService, alice: Principal, bob: Principal
+    service: ImportService, alice: Principal, bob: Principal, handle: str
 ) -> None:
-    handle = service.begin(alice, "customers").handle
-    service.add(alice, handle, [{"n": 1}])
     committed = service.commit(alice, handle, idempotency_key="ck")
 
     by_id = service.operation_status(alice, operation_id=committed.operation_id)

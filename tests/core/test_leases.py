@@ -9,36 +9,36 @@ import time
 import pytest
 
 from adapter.domain.identity import Principal
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 from adapter.services import commit as commit_flow
 from adapter.services.leases import Heartbeat
 
 
 def test_the_heartbeat_keeps_the_lease_through_concurrent_writes_to_the_operation(
-    service: ImportService, alice: Principal, caplog: pytest.LogCaptureFixture
+    service: ImportService, ctx: ServiceContext, alice: Principal, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On PostgreSQL a renewal can lose a version race to the worker's own recovery-point write; that
     is a conflict to retry, not a lost lease (a lost lease lets a reconciler take over a live commit)."""
-    service.ctx.commit_policy = dataclasses.replace(service.ctx.commit_policy, lease_seconds=0.3)
+    ctx.commit_policy = dataclasses.replace(ctx.commit_policy, lease_seconds=0.3)
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": 1}])
-    digest = service.ctx.codec.digest(handle)
+    digest = ctx.codec.digest(handle)
     claim = commit_flow._claim(
-        service.ctx, alice, handle, None, commit_flow.fingerprint("commit", {"handle": digest})
+        ctx, alice, handle, None, commit_flow.fingerprint("commit", {"handle": digest})
     )
     assert isinstance(claim, commit_flow._Claim)
 
     with (
         caplog.at_level(logging.WARNING, logger="adapter.leases"),
-        Heartbeat(service.ctx, claim.operation_id, claim.lease_owner),
+        Heartbeat(ctx, claim.operation_id, claim.lease_owner),
     ):
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:  # the worker writing its recovery points, over and over
-            commit_flow._set_recovery_point(service.ctx, claim, "replaying")
+            commit_flow._set_recovery_point(ctx, claim, "replaying")
 
     assert "was lost" not in caplog.text
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         operation = uow.operations.get(claim.operation_id)
         assert operation is not None
         assert operation.lease_owner == claim.lease_owner
-        assert operation.lease_expires_at is not None and operation.lease_expires_at > service.ctx.clock()
+        assert operation.lease_expires_at is not None and operation.lease_expires_at > ctx.clock()

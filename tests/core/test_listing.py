@@ -9,7 +9,7 @@ from freezegun import freeze_time
 
 from adapter.domain.cursors import InvalidCursor
 from adapter.domain.identity import Principal
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 
 
 def all_pages(service: ImportService, who: Principal, limit: int, between=None) -> list[str]:
@@ -44,10 +44,12 @@ def test_imports_created_between_pages_cause_no_duplicates_or_gaps(
     assert listed == list(reversed(existing))
 
 
-def test_an_import_deleted_between_pages_causes_no_gap(service: ImportService, alice: Principal) -> None:
+def test_an_import_deleted_between_pages_causes_no_gap(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
     existing = [service.begin(alice, f"t{i}").import_id for i in range(6)]
     first = service.list_imports(alice, cursor=None, limit=3)
-    with service.ctx.store.unit_of_work() as uow:
+    with ctx.store.unit_of_work() as uow:
         row = uow.imports.get(first.items[-1].import_id)
         uow.session.delete(row)
         uow.commit()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -16,35 +15,27 @@ from adapter.domain.identity import Principal
 from adapter.domain.states import ImportState, OperationState
 from adapter.domain.vocabulary import RecoveryPoint
 from adapter.legacy.simulator import SimulatorPort
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 from adapter.services import abort as abort_flow
 from adapter.services import commit as commit_flow
 from legacy_sim.engine import LegacyEngine
+from tests.support.imports import records, staged
+from tests.support.wait import wait_until
 
 
-def records(n: int) -> list[dict[str, Any]]:
-    return [{"n": i} for i in range(n)]
+def use_policy(ctx: ServiceContext, **changes: Any) -> None:
+    ctx.commit_policy = dataclasses.replace(ctx.commit_policy, **changes)
 
 
-def staged(service: ImportService, who: Principal, n: int = 5) -> str:
-    handle = service.begin(who, "customers").handle
-    service.add(who, handle, records(n))
-    return handle
-
-
-def use_policy(service: ImportService, **changes: Any) -> None:
-    service.ctx.commit_policy = dataclasses.replace(service.ctx.commit_policy, **changes)
-
-
-def events(service: ImportService, operation_id: str, kind: str) -> list[Any]:
-    with service.ctx.store.unit_of_work() as uow:
+def events(ctx: ServiceContext, operation_id: str, kind: str) -> list[Any]:
+    with ctx.store.unit_of_work() as uow:
         return [e for e in uow.events.for_operation(operation_id) if e.kind == kind]
 
 
 def test_drop_after_commit_is_reconciled_to_committed_with_one_batch(
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     legacy_engine.update_faults(drop_after_commit=1.0)
     unknown = service.commit(alice, handle, idempotency_key="c1")
     legacy_engine.update_faults(drop_after_commit=0.0)
@@ -75,11 +66,15 @@ def test_drop_after_commit_is_reconciled_to_committed_with_one_batch(
 
 
 def test_a_slow_commit_is_not_believed_lost_before_the_grace_period(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine, legacy_address: tuple[str, int]
+    service: ImportService,
+    ctx: ServiceContext,
+    alice: Principal,
+    legacy_engine: LegacyEngine,
+    legacy_address: tuple[str, int],
 ) -> None:
     """A COMMIT whose reply timed out may still land: "not committed" is believed only later."""
-    service.ctx.legacy = SimulatorPort.tcp(*legacy_address, timeout=0.3)
-    use_policy(service, unknown_grace_seconds=30.0)
+    ctx.legacy = SimulatorPort.tcp(*legacy_address, timeout=0.3)
+    use_policy(ctx, unknown_grace_seconds=30.0)
     handle = staged(service, alice, 3)
 
     def slow_down_commit(sent: int, total: int) -> None:
@@ -92,46 +87,46 @@ def test_a_slow_commit_is_not_believed_lost_before_the_grace_period(
     assert service.status(alice, handle).status == "outcome_unknown"
 
     legacy_engine.update_faults(latency_ms=0)
-    deadline = time.monotonic() + 10
-    while not legacy_engine.committed_batches() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(legacy_engine.committed_batches, what="the slow COMMIT to land")
     [resolution] = service.reconcile()
     assert resolution.status == "succeeded"
     assert len(legacy_engine.committed_batches()) == 1
 
 
-def crash_during_replay(service: ImportService, who: Principal, handle: str, key: str | None = None) -> str:
+def crash_during_replay(ctx: ServiceContext, who: Principal, handle: str, key: str | None = None) -> str:
     """Leave what a worker killed in the middle of its replay leaves: a claimed operation, no COMMIT."""
     claim = commit_flow._claim(
-        service.ctx,
+        ctx,
         who,
         handle,
         key,
-        commit_flow.fingerprint("commit", {"handle": service.ctx.codec.digest(handle)}),
+        commit_flow.fingerprint("commit", {"handle": ctx.codec.digest(handle)}),
     )
     assert isinstance(claim, commit_flow._Claim)
-    commit_flow._set_recovery_point(service.ctx, claim, "replaying", attempt=True)
+    commit_flow._set_recovery_point(ctx, claim, "replaying", attempt=True)
     return claim.operation_id
 
 
 def crash_and_reconcile(
-    service: ImportService, who: Principal, handle: str, key: str | None = None
-) -> tuple[str, list[Any]]:
-    """A worker dies mid-replay, its lease runs out, and the reconciler resolves what it left."""
-    with freeze_time(service.ctx.clock()) as frozen:
-        operation_id = crash_during_replay(service, who, handle, key=key)
-        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
-        return operation_id, service.reconcile()
+    service: ImportService, ctx: ServiceContext, who: Principal, key: str | None = None
+) -> tuple[str, str, list[Any]]:
+    """An import of 5 records whose worker dies mid-replay; its lease runs out and the reconciler
+    resolves what it left: (handle, operation id, resolutions)."""
+    handle = staged(service, who, 5)
+    with freeze_time(ctx.clock()) as frozen:
+        operation_id = crash_during_replay(ctx, who, handle, key=key)
+        frozen.tick(timedelta(seconds=ctx.commit_policy.lease_seconds + 1))
+        return handle, operation_id, service.reconcile()
 
 
 def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
-    with freeze_time(service.ctx.clock()) as frozen:
-        operation_id = crash_during_replay(service, alice, handle, key="k")
+    handle = staged(service, alice, 5)
+    with freeze_time(ctx.clock()) as frozen:
+        operation_id = crash_during_replay(ctx, alice, handle, key="k")
         assert service.reconcile() == []  # the lease is still held: the worker may be alive
-        frozen.tick(timedelta(seconds=service.ctx.commit_policy.lease_seconds + 1))
+        frozen.tick(timedelta(seconds=ctx.commit_policy.lease_seconds + 1))
 
         [resolution] = service.reconcile()
 
@@ -148,11 +143,10 @@ def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_l
 
 
 def test_a_retried_operation_asks_before_committing_again(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
-    handle = staged(service, alice)
-    operation_id, _ = crash_and_reconcile(service, alice, handle, key="k")
+    handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
 
@@ -163,13 +157,13 @@ def test_a_retried_operation_asks_before_committing_again(
 
 
 def test_two_reconcilers_at_once_act_once(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     legacy_engine.update_faults(drop_after_commit=1.0)
     unknown = service.commit(alice, handle)
     legacy_engine.update_faults(drop_after_commit=0.0, latency_ms=50)
-    other = ImportService(dataclasses.replace(service.ctx, worker_id="second-worker"))
+    other = ImportService(dataclasses.replace(ctx, worker_id="second-worker"))
     results: list[Any] = []
     barrier = threading.Barrier(2)
 
@@ -184,18 +178,18 @@ def test_two_reconcilers_at_once_act_once(
         thread.join(timeout=30)
 
     assert sorted(len(r) for r in results) == [0, 1]
-    assert len(events(service, unknown.operation_id, "operation.reconciled")) == 1
+    assert len(events(ctx, unknown.operation_id, "operation.reconciled")) == 1
     assert service.status(alice, handle).status == "committed"
 
 
 def test_a_commit_does_not_send_commit_after_losing_its_lease(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     handle = staged(service, alice, 3)
     stolen = []
 
     def steal_lease(sent: int, total: int) -> None:
-        with service.ctx.store.unit_of_work() as uow:
+        with ctx.store.unit_of_work() as uow:
             operation = uow.operations.latest_commit(service.status(alice, handle).import_id)
             operation.lease_owner = "someone-else"
             uow.commit()
@@ -208,16 +202,16 @@ def test_a_commit_does_not_send_commit_after_losing_its_lease(
 
 
 def test_compensation_resumes_after_an_interruption(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """A crash between writing the compensation record and the VOID leaves it compensating."""
-    handle = staged(service, alice)
+    handle = staged(service, alice, 5)
     service.commit(alice, handle)
     import_id = service.status(alice, handle).import_id
-    abort_flow._start(service.ctx, import_id, "aborted by its owner", alice)  # the first of the two steps
+    abort_flow._start(ctx, import_id, "aborted by its owner", alice)  # the first of the two steps
     assert service.status(alice, handle).status == "compensating"
 
-    with freeze_time(service.ctx.clock() + timedelta(minutes=5)):
+    with freeze_time(ctx.clock() + timedelta(minutes=5)):
         report = service.maintain()
 
     assert report.compensations == ["compensated"]
@@ -225,7 +219,7 @@ def test_compensation_resumes_after_an_interruption(
 
 
 def test_expired_open_imports_are_closed_and_their_records_dropped(
-    service: ImportService, alice: Principal
+    service: ImportService, ctx: ServiceContext, alice: Principal
 ) -> None:
     with freeze_time("2026-06-01 09:00:00") as frozen:
         handle = service.begin(alice, "customers", ttl_seconds=60).handle
@@ -239,19 +233,19 @@ def test_expired_open_imports_are_closed_and_their_records_dropped(
         assert report.expired == 2
         view = service.status(alice, handle)
         assert view.status == "expired"
-        with service.ctx.store.unit_of_work() as uow:
+        with ctx.store.unit_of_work() as uow:
             assert uow.records.count(view.import_id) == 0
         with pytest.raises(HandleExpired):
             service.add(alice, other, records(1))
 
 
 def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     with freeze_time("2026-06-01 09:00:00") as frozen:
-        done = staged(service, alice)
+        done = staged(service, alice, 5)
         service.commit(alice, done, idempotency_key="old")
-        unknown = staged(service, alice)
+        unknown = staged(service, alice, 5)
         legacy_engine.update_faults(drop_after_commit=1.0)
         pending = service.commit(alice, unknown)
         legacy_engine.update_faults(drop_after_commit=0.0)
@@ -264,17 +258,16 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
         assert report.purged is not None and report.purged.operations >= 3
         assert report.purged.staged_records == 5
         # The key's record is gone, so the key could be used again; the unfinished one stays.
-        with service.ctx.store.unit_of_work() as uow:
+        with ctx.store.unit_of_work() as uow:
             assert uow.operations.get(pending.operation_id) is not None
             assert uow.operations.by_key(alice.tenant, alice.subject, "commit", "old") is None
 
 
 def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded_as_committed(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
-    handle = staged(service, alice)
-    operation_id, [resolution] = crash_and_reconcile(service, alice, handle)
+    handle, operation_id, [resolution] = crash_and_reconcile(service, ctx, alice)
     assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
     late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
     claim = commit_flow._Claim(
@@ -287,7 +280,7 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
     )
 
     answer = commit_flow._finish(
-        service.ctx,
+        ctx,
         claim,
         commit_flow._Outcome(
             OperationState.SUCCEEDED,
@@ -306,10 +299,9 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
 
 
 def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
-    handle = staged(service, alice)
-    operation_id, _ = crash_and_reconcile(service, alice, handle, key="k")
+    handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     service.add(alice, handle, records(2))  # open again, so more records may come
     legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
@@ -47,31 +48,24 @@ class FakeClock:
 
 @pytest.fixture
 def engine_factory(tmp_path: Path) -> Iterator[Callable[..., LegacyEngine]]:
-    engines: list[LegacyEngine] = []
+    with contextlib.ExitStack() as made:
 
-    def make(name: str = "legacy.db", **kwargs: Any) -> LegacyEngine:
-        kwargs.setdefault("idle_timeout", 10.0)
-        engine = LegacyEngine(tmp_path / name, **kwargs)
-        engines.append(engine)
-        return engine
+        def make(name: str = "legacy.db", **kwargs: Any) -> LegacyEngine:
+            kwargs.setdefault("idle_timeout", 10.0)
+            return made.enter_context(contextlib.closing(LegacyEngine(tmp_path / name, **kwargs)))
 
-    yield make
-    for engine in engines:
-        engine.close()
+        yield make
 
 
 @pytest.fixture
 def server_factory(engine_factory: Callable[..., LegacyEngine]) -> Iterator[Callable[..., SimulatorServer]]:
-    servers: list[SimulatorServer] = []
+    with contextlib.ExitStack() as made:
 
-    def make(engine: LegacyEngine | None = None, **engine_kwargs: Any) -> SimulatorServer:
-        server = start_server(engine or engine_factory(**engine_kwargs), "127.0.0.1", 0)
-        servers.append(server)
-        return server
+        def make(engine: LegacyEngine | None = None, **engine_kwargs: Any) -> SimulatorServer:
+            server = start_server(engine or engine_factory(**engine_kwargs), "127.0.0.1", 0)
+            return made.enter_context(contextlib.closing(server))
 
-    yield make
-    for server in servers:
-        server.close()
+        yield make
 
 
 @pytest.fixture

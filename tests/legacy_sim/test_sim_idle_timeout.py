@@ -10,6 +10,7 @@ import pytest
 
 from legacy_sim.client import ConnectionLostError, LegacyClient, LegacySimError
 from legacy_sim.inprocess import InProcessClient
+from tests.support.wait import wait_until
 
 IDLE = 0.3
 
@@ -19,7 +20,7 @@ def test_tcp_idle_timeout_drops_the_session_and_its_uncommitted_work(server_fact
     client = LegacyClient(*server.address, timeout=2.0)
     client.begin("r1")
     client.add({"n": 1})
-    time.sleep(IDLE + 0.3)
+    wait_until(lambda: server.open_connections == 0, what="the idle connection to be dropped")
     with pytest.raises(ConnectionLostError):
         client.commit()
     assert client.closed
@@ -40,7 +41,7 @@ def test_tcp_activity_keeps_a_session_alive(server_factory) -> None:
     with LegacyClient(*server.address, timeout=2.0) as client:
         client.begin("r1")
         for n in range(4):
-            time.sleep(IDLE / 4)
+            time.sleep(IDLE / 4)  # not waiting for anything: activity spread over more than IDLE
             client.add({"n": n})
         assert client.commit()["record_count"] == 4
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import pytest
 
@@ -19,6 +19,7 @@ from adapter.ports.legacy import (
     VoidResult,
 )
 from legacy_sim.client import ConnectionLostError, LegacySimError
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(params=["tcp", "inprocess"])
@@ -139,22 +140,24 @@ def test_server_down_becomes_legacy_transient(server_factory) -> None:
         port.void_batch("B00000001")
 
 
-def test_connection_lost_before_commit_is_transient(server_factory) -> None:
+def dropped_session(server_factory: Any) -> tuple[SimulatorPort, LegacySession]:
+    """A port and a begun session whose connection the simulator's idle timeout has dropped."""
     server = server_factory(idle_timeout=0.2)
     port = SimulatorPort.tcp(*server.address, timeout=2.0)
     session = port.open_session()
     session.begin("job-1")
-    time.sleep(0.45)
+    wait_until(lambda: server.open_connections == 0, what="the idle connection to be dropped")
+    return port, session
+
+
+def test_connection_lost_before_commit_is_transient(server_factory) -> None:
+    _, session = dropped_session(server_factory)
     with pytest.raises(LegacyTransient):
         session.add([{"n": 1}])
 
 
 def test_lost_commit_reply_over_tcp_is_outcome_unknown(server_factory) -> None:
-    server = server_factory(idle_timeout=0.2)
-    port = SimulatorPort.tcp(*server.address, timeout=2.0)
-    session = port.open_session()
-    session.begin("job-1")
-    time.sleep(0.45)
+    port, session = dropped_session(server_factory)
     with pytest.raises(LegacyOutcomeUnknown):
         session.commit()
     assert port.batch_status("job-1").committed is False  # reconciliation answers the question

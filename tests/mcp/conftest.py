@@ -2,46 +2,34 @@
 
 * ``settings_overrides``: a dict of ``load_settings`` overrides; a test overrides it with
   ``@pytest.mark.parametrize("settings_overrides", [{...}])`` (``{"tokens": None}`` is local mode).
-* ``kit``: ``adapter.bootstrap.build`` on the migrated ``store`` (SQLite and PostgreSQL) with a token
-  file of two principals (alice@acme, bob@acme), ``page_size=3`` and ``legacy_url=tcp://...``.
+* ``kit`` (the root conftest's): the shared kit factory on the migrated ``store`` (SQLite and
+  PostgreSQL) with the token file of two principals (alice@acme, bob@acme) and, from
+  ``kit_defaults`` here, ``page_size=3``.
 * ``server``: ``create_app(kit)`` served by uvicorn in-process on 127.0.0.1:0; a :class:`Running`
   with ``url``, ``kit``, ``client(...)`` (an SDK client over httpx2) and ``raw(...)`` (plain httpx).
-
-Tests here import nothing from this file (pytest's importlib mode): everything is reached through
-the ``server`` fixture, whose helpers are methods.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 import jsonschema
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from adapter.bootstrap import Kit, build
-from adapter.config import load_settings
+from adapter.bootstrap import Kit
 from adapter.entrypoints.http.app import create_app
-from adapter.store import Store
-
-PROTOCOL_VERSION = "2026-07-28"
-SECRET = "test-secret-" + secrets.token_hex(24)
-ALICE_TOKEN = "alice-token-" + secrets.token_hex(12)
-BOB_TOKEN = "bob-token-" + secrets.token_hex(12)
-TIMEOUT = 30.0
+from tests.support.constants import ALICE_TOKEN, BOB_TOKEN, TIMEOUT
+from tests.support.mcp import mcp_headers, modern_meta, parse_body
+from tests.support.servers import serve_in_process
 
 
 @pytest.fixture
@@ -50,107 +38,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def settings_overrides() -> dict[str, Any]:
-    return {}
+def kit_defaults() -> dict[str, Any]:
+    return {"page_size": 3}
 
 
 @pytest.fixture
-def tokens_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tokens.json"
-    path.write_text(
-        json.dumps(
-            {
-                ALICE_TOKEN: {"principal": "alice", "tenant": "acme"},
-                BOB_TOKEN: {"principal": "bob", "tenant": "acme"},
-            }
-        )
-    )
-    return path
-
-
-@pytest.fixture
-def kit(
-    store: Store,
-    db_url: str,
-    legacy_address: tuple[str, int],
-    tokens_file: Path,
-    settings_overrides: dict[str, Any],
-    tmp_path: Path,
-) -> Iterator[Kit]:
-    host, port = legacy_address
-    values: dict[str, Any] = {
-        "database_url": db_url,
-        "legacy_url": f"tcp://{host}:{port}",
-        "secret": SECRET,
-        "secret_file": str(tmp_path / "unused.secret"),
-        "tokens": str(tokens_file),
-        "page_size": 3,
-        "legacy_timeout_seconds": 10.0,
-    }
-    values.update(settings_overrides)
-    kit = build(load_settings(**values), store=store)
-    yield kit
-    kit.close()
-
-
-@contextlib.asynccontextmanager
-async def serve_in_process(app: Any) -> AsyncIterator[str]:
-    """uvicorn on 127.0.0.1:0 in this event loop; yields the base URL, stops with should_exit."""
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        with anyio.fail_after(10):
-            while not server.started:
-                if task.done():
-                    task.result()  # raises the start-up error
-                    raise RuntimeError("uvicorn stopped before it started")
-                await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        with anyio.fail_after(15):
-            await task
-
-
-def mcp_headers(method: str, name: str | None = None) -> dict[str, str]:
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": PROTOCOL_VERSION,
-        "Mcp-Method": method,
-    }
-    if name is not None:
-        headers["Mcp-Name"] = name
-    return headers
-
-
-def modern_meta() -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-
-
-def parse_body(response: httpx.Response) -> Any:
-    """The JSON-RPC message of a response, JSON or SSE (the last ``data:`` carrying an ``id``)."""
-    if not response.content:
-        return None
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        final = None
-        for line in response.text.splitlines():
-            if line.startswith("data:"):
-                message = json.loads(line[5:].strip())
-                if "id" in message:
-                    final = message
-        return final
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
+def fast_retries() -> bool:
+    return False  # the commit flow's own retry waits: progress and cancellation as a client sees them
 
 
 @dataclass
@@ -208,10 +102,7 @@ class Running:
     ) -> tuple[httpx.Response, Any]:
         """One JSON-RPC request POSTed with plain httpx and the 2026-07-28 headers and ``_meta``."""
         body_params = {**(params or {}), "_meta": modern_meta()}
-        all_headers = mcp_headers(method, name)
-        if token:
-            all_headers["Authorization"] = f"Bearer {token}"
-        all_headers.update(headers or {})
+        all_headers = {**mcp_headers(method, name, token=token), **(headers or {})}
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             response = await http.post(self.url, json=message, headers=all_headers)

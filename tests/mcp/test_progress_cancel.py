@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support.wait import poll_until
+
 pytestmark = pytest.mark.anyio
 
 
@@ -70,15 +72,13 @@ async def test_cancelled_commit_is_recorded_as_cancelled_with_no_batch_and_can_b
         assert answered == [], "the cancelled call got no response"
         assert seen and seen[0] < len(records)
 
-        status = None
-        with anyio.fail_after(20):
-            while status not in ("cancelled", "succeeded", "outcome_unknown", "failed"):
-                await anyio.sleep(0.1)
-                op = server.structured(
-                    await client.call_tool("get_operation_status", {"idempotency_key": "cancel-me"})
-                )
-                status = op["status"]
-        assert status == "cancelled", op
+        async def operation() -> dict[str, Any]:
+            called = await client.call_tool("get_operation_status", {"idempotency_key": "cancel-me"})
+            return server.structured(called)
+
+        finished = ("cancelled", "succeeded", "outcome_unknown", "failed")
+        op = await poll_until(operation, lambda op: op["status"] in finished, what="the commit to stop")
+        assert op["status"] == "cancelled", op
         assert legacy_engine.committed_batches() == [], "no partial batch and no batch at all"
         imported = server.structured(await client.call_tool("get_import_status", {"handle": handle}))
         assert imported["status"] == "open"

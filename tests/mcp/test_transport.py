@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.mcp import LEGACY_INITIALIZE
+
 pytestmark = pytest.mark.anyio
 
 
@@ -33,23 +35,13 @@ MODERN_ONLY = pytest.mark.parametrize("settings_overrides", [{"protocol_eras": "
 
 @MODERN_ONLY
 async def test_a_legacy_initialize_gets_400_with_32022_naming_the_supported_version(server: Any) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "old", "version": "1"},
-        },
-    }
     headers = {
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
         "Authorization": f"Bearer {server.alice_token}",
     }
     async with httpx.AsyncClient() as http:
-        response = await http.post(server.url, content=json.dumps(initialize), headers=headers)
+        response = await http.post(server.url, content=json.dumps(LEGACY_INITIALIZE), headers=headers)
     assert response.status_code == 400
     body = response.json()
     assert body["id"] == 7

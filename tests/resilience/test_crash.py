@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
-import secrets
 import signal
 import subprocess
 import sys
@@ -39,12 +38,14 @@ from typing import Any
 
 import pytest
 
-from adapter.bootstrap import Kit, build
-from adapter.config import load_settings
+from adapter.bootstrap import Kit
 from adapter.domain.identity import Principal
 from adapter.services.commit import batch_ref_for
 from adapter.store import Store
+from adapter.store.tables import utcnow
 from legacy_sim.engine import LegacyEngine
+from tests.support.constants import SECRET
+from tests.support.wait import wait_until
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "crash_driver.py"
@@ -168,30 +169,44 @@ def batches_for(engine: LegacyEngine, import_refs: set[str]) -> list[dict[str, A
 
 
 @pytest.fixture
-def kit(db_url: str, store: Store, legacy_address: tuple[str, int]) -> Iterator[Kit]:
-    """An in-process kit on the same database and simulator (what the test checks and commits with)."""
-    host, port = legacy_address
-    settings = load_settings(
-        database_url=db_url,
-        legacy_url=f"tcp://{host}:{port}",
-        secret=SECRET,
-        lease_seconds=LEASE_SECONDS,
-        unknown_grace_seconds=GRACE_SECONDS,
-    )
-    kit = build(settings)
-    yield kit
-    kit.close()
+def kit_defaults() -> dict[str, Any]:
+    """The in-process kit (what the test checks and commits with) is tuned like the killed ones."""
+    return {"lease_seconds": LEASE_SECONDS, "unknown_grace_seconds": GRACE_SECONDS, "tokens": None}
 
 
-SECRET = secrets.token_hex(32)
+class LatencyWatch:
+    """The simulator's sleep for injected latency, counted: a command has reached the simulator
+    and is held there (not yet applied) once the count goes up."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, seconds: float) -> None:
+        self.calls += 1
+        time.sleep(seconds)
 
 
+@pytest.fixture
+def latency() -> LatencyWatch:
+    return LatencyWatch()
+
+
+@pytest.fixture
+def legacy_engine(tmp_path: Path, latency: LatencyWatch) -> Iterator[LegacyEngine]:
+    """The root fixture's simulator, with its latency sleeps counted."""
+    engine = LegacyEngine(tmp_path / "legacy.db", idle_timeout=None, sleep=latency)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.slow
 def test_kill_9_at_every_point_of_a_commit_then_reconcile(
     db_url: str,
     store: Store,
     kit: Kit,
     legacy_engine: LegacyEngine,
     legacy_address: tuple[str, int],
+    latency: LatencyWatch,
     tmp_path: Path,
 ) -> None:
     env = adapter_env(db_url, legacy_address, SECRET)
@@ -210,11 +225,11 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         legacy_engine.update_faults(latency_ms=COMMIT_LATENCY_MS)
         drivers["inflight"].send("go")
         drivers["inflight"].expect("sending")
-        time.sleep(0.3)  # COMMIT is on the wire / sleeping in the simulator, not yet applied
+        # the only command after "sending" is COMMIT: once it sleeps in the simulator it is in flight
+        wait_until(lambda: latency.calls > 0, what="COMMIT held in the simulator")
         assert batches_for(legacy_engine, {f"adp-{operation_of(store, imports['inflight']).id}"}) == []
         for driver in drivers.values():
             driver.kill()
-        killed_at = time.monotonic()
         for driver in drivers.values():
             assert driver.proc.returncode == -signal.SIGKILL, driver.key
     finally:
@@ -229,15 +244,17 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         assert op.lease_owner is not None
     refs = {key: batch_ref_for(op.id) for key, op in operations.items()}
     # the in-flight COMMIT still lands after its sender died
-    deadline = time.monotonic() + 10
-    while not batches_for(legacy_engine, {refs["inflight"]}) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: batches_for(legacy_engine, {refs["inflight"]}), what="the in-flight COMMIT to land")
     legacy_engine.update_faults(latency_ms=0)
     landed = {b["batch_ref"] for b in legacy_engine.committed_batches()}
     assert landed == {refs["inflight"], refs["returned"]}
 
     # 4. restart: only the reconciler runs, until everything is resolved (bounded)
-    time.sleep(max(0.0, killed_at + LEASE_SECONDS + 0.1 - time.monotonic()))
+    def leases_ran_out() -> bool:
+        now = utcnow()
+        return all(operation_of(store, imports[key]).lease_expires_at < now for key in CASES)
+
+    wait_until(leases_ran_out, LEASE_SECONDS + 10, what="the dead workers' leases to run out")
     unsent_sent_at = commit_sent_at(store, operations["unsent"].id)
     assert unsent_sent_at is not None
     deadline = time.monotonic() + GRACE_SECONDS + 25
@@ -254,7 +271,7 @@ def test_kill_9_at_every_point_of_a_commit_then_reconcile(
         if all(op.status not in ("in_progress", "outcome_unknown") for op in current.values()):
             break
         assert time.monotonic() < deadline, f"still unresolved: {current}; reconcile said {outputs}"
-        time.sleep(0.5)
+        time.sleep(0.5)  # the pause between two reconciler runs (what a maintenance loop does)
     print(f"reconcile runs: {len(outputs)}, within the grace period: {early_runs}")
     assert early_runs >= 1, "no reconcile ran inside the grace period: the grace check went untested"
     print("".join(outputs))

@@ -13,6 +13,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from adapter.store import Store
 from legacy_sim.process import running_simulator
 
@@ -24,6 +26,7 @@ sys.modules.setdefault("fault_campaign", fault_campaign)  # dataclasses resolve 
 _spec.loader.exec_module(fault_campaign)
 
 
+@pytest.mark.slow
 def test_fault_campaign_keeps_every_invariant(db_url: str, store: Store, tmp_path: Path) -> None:
     config = fault_campaign.CampaignConfig(imports=200, seed=7, workers=6, drain_seconds=45.0)
     legacy_db = tmp_path / "legacy.db"

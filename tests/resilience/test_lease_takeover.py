@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from adapter.domain.identity import Principal
-from adapter.services import ImportService
+from adapter.services import ImportService, ServiceContext
 from adapter.services.commit import batch_ref_for
 from legacy_sim.engine import LegacyEngine
 
@@ -73,12 +73,12 @@ class _Port:
 
 
 def test_a_commit_whose_lease_ran_out_stops_even_if_the_reconciler_is_in_its_own_process(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     gates = _Gates()
-    service.ctx.legacy = _Port(service.ctx.legacy, gates)
-    reconciler = ImportService(dataclasses.replace(service.ctx))  # same process: same worker_id
-    assert reconciler.ctx.worker_id == service.ctx.worker_id
+    ctx.legacy = _Port(ctx.legacy, gates)
+    reconciler = ImportService(dataclasses.replace(ctx))  # same process: same worker_id
+    assert reconciler.ctx.worker_id == ctx.worker_id
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": i} for i in range(5)])
     import_id = service.status(alice, handle).import_id
@@ -88,9 +88,9 @@ def test_a_commit_whose_lease_ran_out_stops_even_if_the_reconciler_is_in_its_own
         if sent != total:
             return
         # The heartbeat stalled: the lease ran out while this commit is still alive.
-        with service.ctx.store.unit_of_work() as uow:
+        with ctx.store.unit_of_work() as uow:
             operation = uow.operations.latest_commit(import_id)
-            operation.lease_expires_at = service.ctx.clock() - timedelta(seconds=1)
+            operation.lease_expires_at = ctx.clock() - timedelta(seconds=1)
             operation_id = operation.id
             uow.commit()
         gates.reconciler = threading.Thread(
@@ -144,24 +144,22 @@ class _ReconcileDuringCommitReply:
 
 
 def test_a_commit_answers_from_the_record_when_a_reconciler_resolved_it_first(
-    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": i} for i in range(5)])
     import_id = service.status(alice, handle).import_id
-    reconciler = ImportService(dataclasses.replace(service.ctx))
+    reconciler = ImportService(dataclasses.replace(ctx))
     resolutions: list[Any] = []
 
     def lease_runs_out_and_reconciler_resolves() -> None:
-        with service.ctx.store.unit_of_work() as uow:
+        with ctx.store.unit_of_work() as uow:
             operation = uow.operations.latest_commit(import_id)
-            operation.lease_expires_at = service.ctx.clock() - timedelta(seconds=1)
+            operation.lease_expires_at = ctx.clock() - timedelta(seconds=1)
             uow.commit()
         resolutions.extend(reconciler.reconcile(operation.id))
 
-    service.ctx.legacy = _ReconcileDuringCommitReply(
-        service.ctx.legacy, lease_runs_out_and_reconciler_resolves
-    )
+    ctx.legacy = _ReconcileDuringCommitReply(ctx.legacy, lease_runs_out_and_reconciler_resolves)
 
     result = service.commit(alice, handle)  # used to raise invalid_state: committed cannot become committed
 

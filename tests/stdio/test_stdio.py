@@ -2,36 +2,32 @@
 
 Each test starts the real command with ``ADAPTER_*`` settings pointing at a migrated SQLite database
 in ``tmp_path`` and the simulator over TCP (the root conftest's ``legacy_address``). The SDK's own
-client drives it (``Client(StdioServerParameters(...))``); two raw tests check the framing: stdout
-carries nothing but JSON-RPC lines, and the first message fixes the connection's era (a modern-only
-server refuses the handshake and everything after it with -32022).
+client drives it (``Client(StdioServerParameters(...))``, in both eras); raw tests check the framing:
+stdout carries nothing but JSON-RPC lines, and the first message fixes the connection's era (a
+modern-only server refuses the handshake and everything after it with -32022).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import select
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp_types import CallToolResult, ElicitResult
 
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
+from tests.support.constants import PROTOCOL_VERSION, SECRET, TIMEOUT
+from tests.support.mcp import LEGACY_INITIALIZE, modern_meta
+from tests.support.servers import read_line, send_line, stdio_client, stdio_process
+from tests.support.wait import poll_until
 
-pytestmark = pytest.mark.anyio
-
-PROTOCOL_VERSION = "2026-07-28"
-TIMEOUT = 30.0
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a Python subprocess per test
 
 
 @pytest.fixture
@@ -48,16 +44,11 @@ def server_env(tmp_path: Path, legacy_address: tuple[str, int]) -> dict[str, str
     return {
         "ADAPTER_DATABASE_URL": db_url,
         "ADAPTER_LEGACY_URL": f"tcp://{host}:{port}",
-        "ADAPTER_SECRET": secrets.token_hex(32),
+        "ADAPTER_SECRET": SECRET,
         "ADAPTER_SECRET_FILE": str(tmp_path / "unused.secret"),
         "ADAPTER_COMMIT_CHUNK_SIZE": "10",  # progress every 10 records
         "ADAPTER_CONFIRM_COMMIT": "never",  # these tests are about the transport, not confirmation
     }
-
-
-def stdio_client(env: dict[str, str], cwd: Path, **options: Any) -> Client:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "adapter", "stdio"], env=env, cwd=cwd)
-    return Client(params, cache=None, read_timeout_seconds=TIMEOUT, **options)
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -163,16 +154,19 @@ async def test_cancelling_a_commit_mid_way_records_cancelled_and_sends_no_batch(
                 tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
 
         # The server stops at its next check and records the truth; poll until it has.
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                status = await call(client, "get_import_status", {"handle": handle})
-                commits = [op for op in status["operations"] if op["kind"] == "commit"]
-                if commits and commits[-1]["status"] != "in_progress":
-                    break
-                await anyio.sleep(0.05)
-        assert commits[-1]["status"] == "cancelled"
+        def commits(status: dict[str, Any]) -> list[dict[str, Any]]:
+            return [op for op in status["operations"] if op["kind"] == "commit"]
+
+        status = await poll_until(
+            lambda: call(client, "get_import_status", {"handle": handle}),
+            lambda status: bool(commits(status)) and commits(status)[-1]["status"] != "in_progress",
+            TIMEOUT,
+            what="the commit to stop",
+        )
+        [*_, last] = commits(status)
+        assert last["status"] == "cancelled"
         assert status["status"] == "open"  # still open: the records can be committed later
-        operation = await call(client, "get_operation_status", {"operation_id": commits[-1]["operation_id"]})
+        operation = await call(client, "get_operation_status", {"operation_id": last["operation_id"]})
         assert operation["status"] == "cancelled"
 
     assert legacy_engine.committed_batches() == []
@@ -181,69 +175,29 @@ async def test_cancelling_a_commit_mid_way_records_cancelled_and_sends_no_batch(
 # --- raw framing ---------------------------------------------------------------------------------
 
 
-def _spawn(server_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, **server_env}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "adapter", "stdio"],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                stream.close()
-
-
 @pytest.fixture
 def raw_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    yield from _spawn(server_env, tmp_path)
+    with stdio_process(server_env, tmp_path) as process:
+        yield process
 
 
-def send(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
-    assert process.stdin is not None
-    process.stdin.write(json.dumps(message).encode() + b"\n")
-    process.stdin.flush()
-
-
-def read_line(process: subprocess.Popen[bytes], timeout: float = TIMEOUT) -> bytes:
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no line on stdout")
-        ready, _, _ = select.select([process.stdout], [], [], left)
-        if ready:
-            return process.stdout.readline()
-
-
-def modern_meta() -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
+def raw_meta() -> dict[str, Any]:
+    return modern_meta(**{"io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"}})
 
 
 def test_stdout_carries_only_json_rpc_lines(raw_server: subprocess.Popen[bytes]) -> None:
-    send(
+    send_line(
         raw_server,
-        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}},
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": raw_meta()}},
     )
     discover = json.loads(read_line(raw_server))
     assert discover["jsonrpc"] == "2.0"
     assert discover["id"] == 1
     assert PROTOCOL_VERSION in discover["result"]["supportedVersions"]
 
-    send(raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}})
+    send_line(
+        raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": raw_meta()}}
+    )
     tools = json.loads(read_line(raw_server))
     assert tools["id"] == 2
     assert any(tool["name"] == "begin_import" for tool in tools["result"]["tools"])
@@ -259,28 +213,19 @@ def test_stdout_carries_only_json_rpc_lines(raw_server: subprocess.Popen[bytes])
 
 @pytest.fixture
 def modern_only_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    server_env["ADAPTER_PROTOCOL_ERAS"] = "modern"
-    yield from _spawn(server_env, tmp_path)
+    with stdio_process({**server_env, "ADAPTER_PROTOCOL_ERAS": "modern"}, tmp_path) as process:
+        yield process
 
 
 def _initialize(request_id: int) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "legacy-client", "version": "1.0"},
-        },
-    }
+    return {**LEGACY_INITIALIZE, "id": request_id}
 
 
 def test_modern_only_refuses_the_handshake_and_everything_after_it(
     modern_only_server: subprocess.Popen[bytes],
 ) -> None:
     """A refused initialize followed by notifications/initialized must not open a half-served session."""
-    send(modern_only_server, _initialize(7))
+    send_line(modern_only_server, _initialize(7))
     reply = json.loads(read_line(modern_only_server))
     assert reply["id"] == 7
     assert "result" not in reply
@@ -289,8 +234,8 @@ def test_modern_only_refuses_the_handshake_and_everything_after_it(
     assert reply["error"]["data"]["requested"] == "2025-11-25"
     assert PROTOCOL_VERSION in reply["error"]["message"]
 
-    send(modern_only_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send(
+    send_line(modern_only_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send_line(
         modern_only_server,
         {
             "jsonrpc": "2.0",
@@ -310,9 +255,11 @@ def test_the_first_message_fixes_the_era_of_a_stdio_connection(
     raw_server: subprocess.Popen[bytes],
 ) -> None:
     """Both eras served, but never on one connection: a modern opening refuses a later initialize."""
-    send(raw_server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}})
+    send_line(
+        raw_server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": raw_meta()}}
+    )
     assert json.loads(read_line(raw_server))["result"]["tools"]
-    send(raw_server, _initialize(2))
+    send_line(raw_server, _initialize(2))
     reply = json.loads(read_line(raw_server))
     assert reply["id"] == 2
     assert reply["error"]["code"] == -32022
@@ -320,10 +267,12 @@ def test_the_first_message_fixes_the_era_of_a_stdio_connection(
 
 
 def test_a_legacy_opening_refuses_a_later_2026_request(raw_server: subprocess.Popen[bytes]) -> None:
-    send(raw_server, _initialize(1))
+    send_line(raw_server, _initialize(1))
     assert json.loads(read_line(raw_server))["result"]["protocolVersion"] == "2025-11-25"
-    send(raw_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send(raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}})
+    send_line(raw_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send_line(
+        raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": raw_meta()}}
+    )
     reply = json.loads(read_line(raw_server))
     assert reply["id"] == 2
     assert "result" not in reply
@@ -334,7 +283,7 @@ def test_a_legacy_opening_refuses_a_later_2026_request(raw_server: subprocess.Po
     }
     assert "2025-11-25" in reply["error"]["message"]
     # the connection stays what it opened as
-    send(raw_server, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    send_line(raw_server, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
     assert json.loads(read_line(raw_server))["result"]["tools"]
 
 

@@ -35,6 +35,7 @@ json_values = st.recursive(
 records = st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=4), min_size=1, max_size=20)
 
 
+@pytest.mark.slow
 @given(records)
 def test_encoded_records_decode_to_the_same_records_in_the_same_order(batch: list[dict[str, object]]) -> None:
     assert [json.loads(text) for text in encode_records(batch, Limits())] == batch

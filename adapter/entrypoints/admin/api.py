@@ -5,15 +5,16 @@ Reads (``GET``) need a viewer or operator token; actions (``POST``) need the ope
 /admin does not exist: 404). Every route calls :class:`~adapter.services.admin.AdminService`, the
 same service layer as the ops CLI and the dashboard; every action is idempotent and audited there.
 
-Business errors become HTTP statuses in one place, :class:`AdminRoute`: not found 404, invalid
-cursor or request 400, invalid state 409, legacy system or database unreachable 503. Handles are
-never shown: operations and imports are named by their ids.
+Errors become HTTP statuses in one place, :class:`AdminRoute`, with the table the dashboard uses too
+(``errors.py``): not found 404, invalid cursor or request 400, invalid state or a lost race 409, legacy
+system or database unreachable 503. The response models are in ``schemas.py`` (shared with the ops
+CLI). Handles are never shown: operations and imports are named by their ids.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -21,22 +22,27 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException  # FastAPI's own body errors raise Starlette's
 
-from adapter.domain.cursors import InvalidCursor
-from adapter.domain.errors import (
-    AdapterError,
-    HandleNotFound,
-    InvalidRequest,
-    InvalidState,
-    LimitExceeded,
-    OperationNotFound,
-)
+from adapter.domain.errors import InvalidBody, InvalidRequest
 from adapter.domain.states import ImportState, OperationKind, OperationState
 from adapter.entrypoints.admin.deps import Admin, Operator, Viewer
-from adapter.ports.legacy import LegacyError
+from adapter.entrypoints.admin.errors import MAPPED, error_body, error_status
+from adapter.entrypoints.admin.schemas import (
+    NO_NUL,
+    ActionIn,
+    ActionOut,
+    AuthErrorOut,
+    ErrorOut,
+    ImportDetailOut,
+    ImportOut,
+    ImportPageOut,
+    OperationDetailOut,
+    OperationOut,
+    OperationPageOut,
+    ResolveIn,
+    operation_detail_out,
+)
 from adapter.services import admin as svc
 
 __all__ = ["AdminRoute", "error_status", "operation_detail_out", "router"]
@@ -46,68 +52,25 @@ log = logging.getLogger("adapter.admin")
 # --- errors: the one place that maps them --------------------------------------------------------
 
 
-class ErrorOut(BaseModel):
-    """A refused request: a stable machine code and a one-line message."""
-
-    code: str = Field(description="Stable error code, e.g. `operation_not_found`, `invalid_cursor`.")
-    detail: str = Field(description="What went wrong, for a person.")
-
-
-class AuthErrorOut(BaseModel):
-    detail: str
-
-
-_STATUS: list[tuple[type[BaseException], int]] = [
-    (OperationNotFound, 404),
-    (svc.NotFound, 404),
-    (HandleNotFound, 404),
-    (InvalidCursor, 400),
-    (InvalidRequest, 400),
-    (LimitExceeded, 400),
-    (InvalidState, 409),
-    (LegacyError, 503),
-    (OperationalError, 503),
-]
-
-
-def error_status(exc: BaseException) -> int | None:
-    """The HTTP status of a business or availability error; ``None`` for anything else (a 500)."""
-    for kind, code in _STATUS:
-        if isinstance(exc, kind):
-            return code
-    if isinstance(exc, AdapterError):
-        return 400
-    return None
-
-
-def _error_body(exc: BaseException) -> dict[str, str]:
-    if isinstance(exc, AdapterError):
-        return {"code": exc.code, "detail": exc.message}
-    if isinstance(exc, LegacyError):
-        detail = f"the legacy system did not answer ({type(exc).__name__})"
-        return {"code": "legacy_unavailable", "detail": detail}
-    return {"code": "database_unavailable", "detail": "the database did not answer"}
-
-
 class AdminRoute(APIRoute):
     """Routes of this router turn the service layer's errors into JSON error responses."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def mapped(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (AdapterError, LegacyError, OperationalError) as exc:
+            except MAPPED as exc:
                 status = error_status(exc) or 500  # every error caught here has a status; 500 if not
                 if status >= 500:
                     log.warning("admin %s %s: %s", request.method, request.url.path, type(exc).__name__)
-                return JSONResponse(_error_body(exc), status_code=status)
+                return JSONResponse(error_body(exc), status_code=status)
             except HTTPException as exc:
                 if exc.status_code != 400:  # 401/403/404 of the auth dependencies keep their form
                     raise
                 # FastAPI's own 400 (a body that is not JSON): the documented error shape too
-                return JSONResponse({"code": "invalid_body", "detail": str(exc.detail)}, status_code=400)
+                return JSONResponse(error_body(InvalidBody(str(exc.detail))), status_code=400)
 
         return mapped
 
@@ -136,121 +99,9 @@ _bearer = HTTPBearer(
 )
 router = APIRouter(prefix="/admin", tags=["admin"], route_class=AdminRoute, dependencies=[Depends(_bearer)])
 
-# --- response models ----------------------------------------------------------------------------
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class OperationOut(_Out):
-    operation_id: str
-    kind: str = Field(description="begin, add, commit, abort or compensate.")
-    status: str = Field(description="The operation's state (see docs/state-matrix.md).")
-    principal: str
-    tenant: str
-    import_id: str | None
-    idempotency_key: str | None
-    recovery_point: str | None = Field(description="How far a commit got (e.g. `replaying`, `commit_sent`).")
-    attempts: int
-    created_at: datetime
-    updated_at: datetime
-
-
-class ImportOut(_Out):
-    import_id: str
-    principal: str
-    tenant: str
-    target: str
-    status: str = Field(description="The import's state (see docs/state-matrix.md).")
-    record_count: int
-    legacy_batch_id: str | None
-    expires_at: datetime
-    created_at: datetime
-    updated_at: datetime
-
-
-class StepOut(_Out):
-    at: datetime
-    event: str = Field(description="What happened, e.g. `operation.reconciled`.")
-    state: str | None
-    detail: dict[str, Any] | None
-
-
-class AuditOut(_Out):
-    at: datetime = Field(description="When the action was taken.")
-    actor: str = Field(description="Who took it: `operator`, `viewer` or `cli:<user>`.")
-    action: str = Field(description="reconcile, compensate or resolve.")
-    reason: str | None = Field(description="Why, as the operator said.")
-    outcome: str = Field(description="How it ended; `refused: <Error>` when it was refused.")
-
-
-class LeaseOut(BaseModel):
-    owner: str | None
-    expires_at: datetime | None
-
-
-class CompensationOut(BaseModel):
-    legacy_batch_id: str
-    status: str
-    reason: str | None
-    attempts: int
-    last_error: str | None
-
-
-class OperationDetailOut(BaseModel):
-    operation: OperationOut
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    batch_ref: str | None = Field(description="The reference the commit used in the legacy system.")
-    lease: LeaseOut | None = Field(description="Who holds the operation now, if anyone.")
-    steps: list[StepOut] = Field(description="The operation's events, oldest first.")
-    compensation: CompensationOut | None
-    audit: list[AuditOut] = Field(description="Every operator action on it, oldest first.")
-    import_record: ImportOut | None = Field(description="The import it belongs to, by import id.")
-
-
-class ImportDetailOut(BaseModel):
-    import_record: ImportOut
-    operations: list[OperationOut]
-
-
-class OperationPageOut(BaseModel):
-    items: list[OperationOut]
-    next_cursor: str | None = Field(description="Pass as `cursor` with the same filters; null at the end.")
-
-
-class ImportPageOut(BaseModel):
-    items: list[ImportOut]
-    next_cursor: str | None = Field(description="Pass as `cursor` with the same filters; null at the end.")
-
-
-_NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
-
-
-class ActionIn(BaseModel):
-    reason: str | None = Field(
-        default=None, max_length=1000, pattern=_NO_NUL, description="Why (recorded in the audit)."
-    )
-
-
-class ResolveIn(BaseModel):
-    reason: str = Field(
-        min_length=1, max_length=1000, pattern=_NO_NUL, description="Why it may be closed (required)."
-    )
-
-
-class ActionOut(BaseModel):
-    operation_id: str
-    action: str
-    outcome: str = Field(description="What the action did, e.g. `reconciled: committed`, `already resolved`.")
-    status: str = Field(description="The operation's status after the action.")
-    detail: dict[str, Any]
-
-
 # --- parameters -----------------------------------------------------------------------------------
 
-Text = Annotated[str | None, Query(max_length=200, pattern=_NO_NUL)]
+Text = Annotated[str | None, Query(max_length=200, pattern=NO_NUL)]
 When = Annotated[
     datetime | None, Query(description="ISO 8601; without an offset it is UTC. Bounds `created_at`.")
 ]
@@ -259,7 +110,7 @@ Cursor = Annotated[
     str | None,
     Query(max_length=4000, description="`next_cursor` of the previous page, with the same filters."),
 ]
-OperationId = Annotated[str, Path(max_length=100, pattern=_NO_NUL)]
+OperationId = Annotated[str, Path(max_length=100, pattern=NO_NUL)]
 
 
 def _utc(value: datetime | None, name: str) -> datetime | None:
@@ -306,10 +157,7 @@ def list_operations(
         since=_utc(since, "since"),
         until=_utc(until, "until"),
     )
-    page = admin.list_operations(filters, limit=limit, cursor=cursor)
-    return OperationPageOut(
-        items=[OperationOut.model_validate(item) for item in page.items], next_cursor=page.next_cursor
-    )
+    return OperationPageOut.model_validate(admin.list_operations(filters, limit=limit, cursor=cursor))
 
 
 @router.get(
@@ -321,24 +169,6 @@ def list_operations(
 def get_operation(identity: Viewer, admin: Admin, operation_id: OperationId) -> OperationDetailOut:
     """The operation, its steps, lease, compensation, audit trail and its import (by import id)."""
     return operation_detail_out(admin.get_operation(operation_id))
-
-
-def operation_detail_out(found: svc.OperationDetail) -> OperationDetailOut:
-    """The wire form of an operation's detail (shared with ``python -m adapter ops show --json``)."""
-    lease = None
-    if found.lease_owner is not None or found.lease_expires_at is not None:
-        lease = LeaseOut(owner=found.lease_owner, expires_at=found.lease_expires_at)
-    return OperationDetailOut(
-        operation=OperationOut.model_validate(found.operation),
-        result=found.result,
-        error=found.error,
-        batch_ref=found.batch_ref,
-        lease=lease,
-        steps=[StepOut.model_validate(step) for step in found.steps],
-        compensation=CompensationOut(**found.compensation) if found.compensation else None,
-        audit=[AuditOut.model_validate(entry) for entry in found.audit],
-        import_record=ImportOut.model_validate(found.import_record) if found.import_record else None,
-    )
 
 
 @router.get("/imports", summary="List imports", response_model=ImportPageOut, responses=_READ)
@@ -363,10 +193,7 @@ def list_imports(
         since=_utc(since, "since"),
         until=_utc(until, "until"),
     )
-    page = admin.list_imports(filters, limit=limit, cursor=cursor)
-    return ImportPageOut(
-        items=[ImportOut.model_validate(item) for item in page.items], next_cursor=page.next_cursor
-    )
+    return ImportPageOut.model_validate(admin.list_imports(filters, limit=limit, cursor=cursor))
 
 
 @router.get(
@@ -392,14 +219,7 @@ _ACT = _responses(400, 401, 403, 404, 409, 503)
 def _act(
     admin: svc.AdminService, operation_id: str, action: str, actor: str, reason: str | None
 ) -> ActionOut:
-    result = admin.act(operation_id, action, actor=actor, reason=reason)
-    return ActionOut(
-        operation_id=result.operation_id,
-        action=result.action,
-        outcome=result.outcome,
-        status=result.status,
-        detail=result.detail,
-    )
+    return ActionOut.model_validate(admin.act(operation_id, action, actor=actor, reason=reason))
 
 
 @router.post(

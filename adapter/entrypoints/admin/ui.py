@@ -34,7 +34,7 @@ operations, imports (by import id, never by handle), events and audit entries on
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,7 +47,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from adapter.config import Settings
-from adapter.domain.errors import AdapterError, InvalidRequest, InvalidState, OperationNotFound
+from adapter.domain.errors import InvalidCursor, InvalidRequest, OperationNotFound
 from adapter.domain.states import OPERATION_UNRESOLVED, OperationKind, OperationState
 from adapter.domain.vocabulary import OperatorAction
 from adapter.entrypoints.admin.deps import (
@@ -58,8 +58,8 @@ from adapter.entrypoints.admin.deps import (
     require_enabled,
     token_of,
 )
-from adapter.ports.legacy import LegacyError
-from adapter.services.admin import NotFound, OperationFilter
+from adapter.entrypoints.admin.errors import MAPPED, as_adapter_error, error_status
+from adapter.services.admin import OperationFilter
 
 __all__ = ["router"]
 
@@ -216,23 +216,33 @@ class _Page(Exception):
         self.status_code, self.title, self.message, self.location = status_code, title, message, location
 
 
-class _DashboardRoute(APIRoute):
-    """Turns :class:`_Page` (raised by a handler or a dependency) into its page."""
+def _refusal(exc: BaseException) -> tuple[int, str]:
+    """The status and the one-line message of an error, by the admin API's table (``errors.py``)."""
+    error = as_adapter_error(exc)
+    code = error_status(exc) or 500
+    message = f"{error.message} ({error.code})" if error is not None else "internal error"
+    return code, message + (". It is safe to try again later." if code >= 500 else "")
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+
+class _DashboardRoute(APIRoute):
+    """Turns :class:`_Page` (raised by a handler or a dependency) and service errors into pages."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
             try:
                 return await handler(request)
-            except _Page as page:
-                if page.location:
-                    return RedirectResponse(
-                        page.location, status.HTTP_303_SEE_OTHER, headers=SECURITY_HEADERS
-                    )
-                who = getattr(request.state, "dashboard_identity", None)
-                context = {"title": page.title, "message": page.message}
-                return _render(request, "error.html", context, status_code=page.status_code, who=who)
+            except MAPPED as exc:  # e.g. the database is down: the API's status, as a page
+                code, message = _refusal(exc)
+                page = _Page(code, "Cannot show this page", message)
+            except _Page as raised:
+                page = raised
+            if page.location:
+                return RedirectResponse(page.location, status.HTTP_303_SEE_OTHER, headers=SECURITY_HEADERS)
+            who = getattr(request.state, "dashboard_identity", None)
+            context = {"title": page.title, "message": page.message}
+            return _render(request, "error.html", context, status_code=page.status_code, who=who)
 
         return route
 
@@ -383,12 +393,19 @@ def overview(
         "import_id": _clean(import_id),
         "idempotency_key": _clean(idempotency_key),
     }
-    filters = OperationFilter(**values)
+    filters = OperationFilter(
+        status=values["status"],
+        kind=values["kind"],
+        principal=values["principal"],
+        tenant=values["tenant"],
+        import_id=values["import_id"],
+        idempotency_key=values["idempotency_key"],
+    )
     page_error = None
     try:
         page = admin.list_operations(filters, limit=limit, cursor=_clean(cursor))
         items, next_cursor = page.items, page.next_cursor
-    except AdapterError as exc:  # a stale cursor, or one from other filters
+    except (InvalidCursor, InvalidRequest) as exc:  # a stale cursor, or one from other filters
         items, next_cursor = [], None
         page_error = f"This page link is no longer valid ({exc.code}). Start again from the first page."
     counts = admin.status_counts()
@@ -427,7 +444,7 @@ def _detail(
 ) -> Response:
     try:
         detail = admin_of(request).get_operation(operation_id)
-    except (OperationNotFound, NotFound):
+    except OperationNotFound:
         raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
     done = extra.pop("done", None)
     if done in ACTIONS:
@@ -484,17 +501,8 @@ def operation_action(
             admin_of(request).act(operation_id, action, actor=who.actor, reason=reason_text)
         except OperationNotFound:
             raise _Page(status.HTTP_404_NOT_FOUND, "No such operation", "No operation has this id.") from None
-        except InvalidRequest as exc:
-            failure = (status.HTTP_400_BAD_REQUEST, str(exc))
-        except InvalidState as exc:
-            failure = (status.HTTP_409_CONFLICT, str(exc))
-        except AdapterError as exc:
-            failure = (status.HTTP_409_CONFLICT, f"{exc.code}: {exc}")
-        except LegacyError as exc:
-            failure = (
-                status.HTTP_502_BAD_GATEWAY,
-                f"The legacy system did not complete it ({type(exc).__name__}). It is safe to try again.",
-            )
+        except MAPPED as exc:  # refused or failed: the API's status, the message once, the form kept
+            failure = _refusal(exc)
     if failure is not None:
         code, message = failure
         return _detail(

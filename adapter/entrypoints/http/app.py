@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 
 from adapter import __version__
 from adapter.bootstrap import Kit
@@ -59,7 +60,9 @@ def create_app(
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
             # Static tokens name no audience; the token file itself says which server they are for.
             "auth": AuthSettings(
-                issuer_url=public_url, resource_server_url=f"{public_url}/mcp", validate_token_resource=False
+                issuer_url=AnyHttpUrl(public_url),
+                resource_server_url=AnyHttpUrl(f"{public_url}/mcp"),
+                validate_token_resource=False,
             ),
         }
     mcp_app = gateway.server.streamable_http_app(

@@ -50,7 +50,7 @@ class EraGuard:
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key.lower() == name:
-            return str(value.decode("latin-1"))
+            return bytes(value).decode("latin-1")
     return None
 
 

@@ -91,9 +91,12 @@ class CommitImportIn(_In):
     idempotency_key: str | None = IdempotencyKey
 
 
+CommitStatus = Literal["committed", "in_progress", "outcome_unknown", "cancelled", "declined"]
+
+
 class CommitImportOut(BaseModel):
     handle: str
-    status: Literal["committed", "in_progress", "outcome_unknown", "cancelled", "declined"]
+    status: CommitStatus
     operation_id: str | None
     legacy_batch_id: str | None
     record_count: int

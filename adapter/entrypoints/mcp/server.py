@@ -48,7 +48,7 @@ from pydantic import ValidationError
 from adapter import __version__
 from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
-from adapter.domain.errors import AdapterError, HandleNotFound
+from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.eras import EraGate, era_of
@@ -198,7 +198,7 @@ class McpGateway:
         try:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
-            return tool_error("validation_error", _validation_message(exc))
+            return tool_error(InvalidRequest.code, _validation_message(exc))
         call = Call(self._principal(), self.service, ctx, params, self._confirm)
         try:
             out = await tool.run(call, args)

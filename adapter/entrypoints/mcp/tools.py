@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -20,7 +20,7 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.errors import AdapterError
+from adapter.domain.errors import InvalidRequest, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
@@ -218,9 +218,7 @@ def _declined(handle: str, record_count: int) -> s.CommitImportOut:
     )
 
 
-class _ConfirmationMissing(AdapterError):
-    code = "validation_error"
-
+class _ConfirmationMissing(InvalidRequest):
     def __init__(self) -> None:
         super().__init__("the confirmation was not answered; call commit_import again")
 
@@ -246,25 +244,19 @@ async def _commit_with_progress(call: Call, handle: str, key: str | None) -> Com
 
 def _commit_out(result: CommitResult) -> s.CommitImportOut:
     if result.status == "failed":
-        raise _CommitFailed(result.error or "legacy_unavailable")
+        # COMMIT was never sent, so nothing was applied: a true failure, safe to retry.
+        raise error_for_code(result.error or LegacyUnavailable.code)(_NOT_APPLIED)
     return s.CommitImportOut(
         handle=result.handle,
-        status=result.status,
-        operation_id=result.operation_id,  # type: ignore[arg-type]
+        status=cast(s.CommitStatus, result.status),  # "failed" is raised above; pydantic checks the rest
+        operation_id=result.operation_id,
         legacy_batch_id=result.legacy_batch_id,
         record_count=result.record_count,
         replayed=result.replayed,
     )
 
 
-class _CommitFailed(AdapterError):
-    """COMMIT was never sent, so nothing was applied: a true failure, safe to retry."""
-
-    def __init__(self, code: str) -> None:
-        self.code = code
-        super().__init__(
-            "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
-        )
+_NOT_APPLIED = "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
 
 
 async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:

@@ -1,0 +1,76 @@
+"""Operator use cases: find out what happened to a call (``reads``), and act on it (``actions``).
+
+:class:`AdminService` is the one facade the admin API, the dashboard and the ops CLI call.
+"""
+
+from __future__ import annotations
+
+from adapter.services.admin.actions import ActionResult, act
+from adapter.services.admin.reads import (
+    MAX_PAGE,
+    AdminPage,
+    AuditEntry,
+    ImportFilter,
+    ImportRecord,
+    OperationDetail,
+    OperationFilter,
+    OperationRecord,
+    Step,
+    check_ready,
+    get_import,
+    get_operation,
+    list_imports,
+    list_operations,
+    status_counts,
+    unresolved_age_seconds,
+)
+from adapter.services.context import ServiceContext
+
+# The facade, and the types and constants of ``reads`` and ``actions`` its callers need.
+__all__ = [
+    "MAX_PAGE",
+    "ActionResult",
+    "AdminPage",
+    "AdminService",
+    "AuditEntry",
+    "ImportFilter",
+    "ImportRecord",
+    "OperationDetail",
+    "OperationFilter",
+    "OperationRecord",
+    "Step",
+]
+
+
+class AdminService:
+    """The operator use cases, as one object for the admin API, the ops CLI and the dashboard."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    def list_operations(
+        self, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> AdminPage:
+        return list_operations(self.ctx, filters, limit=limit, cursor=cursor)
+
+    def list_imports(self, filters: ImportFilter, *, limit: int = 50, cursor: str | None = None) -> AdminPage:
+        return list_imports(self.ctx, filters, limit=limit, cursor=cursor)
+
+    def get_operation(self, operation_id: str) -> OperationDetail:
+        return get_operation(self.ctx, operation_id)
+
+    def get_import(self, import_id: str) -> tuple[ImportRecord, list[OperationRecord]]:
+        return get_import(self.ctx, import_id)
+
+    def act(self, operation_id: str, action: str, *, actor: str, reason: str | None = None) -> ActionResult:
+        return act(self.ctx, operation_id, action, actor=actor, reason=reason)
+
+    def status_counts(self) -> dict[str, int]:
+        return status_counts(self.ctx)
+
+    def unresolved_age_seconds(self) -> float:
+        return unresolved_age_seconds(self.ctx)
+
+    def check_ready(self) -> list[str]:
+        """What keeps the kit from serving: an empty list when the database and legacy system answer."""
+        return check_ready(self.ctx)
