@@ -44,9 +44,9 @@ def require_owner(principal: Principal, row: T | None) -> T:
     return row
 
 
-def find_import(uow: UnitOfWork, principal: Principal, handle: str) -> ImportRow:
-    """The caller's import for ``handle``, or HandleNotFound."""
-    return require_owner(principal, uow.imports.by_digest(handle_digest(handle)))
+def find_import(uow: UnitOfWork, principal: Principal, handle: str, *, lock: bool = False) -> ImportRow:
+    """The caller's import for ``handle``, or HandleNotFound; ``lock`` holds the row for a change."""
+    return require_owner(principal, uow.imports.by_digest(handle_digest(handle), lock=lock))
 
 
 def effective_state(row: ImportRow, now: datetime) -> ImportState:
@@ -58,8 +58,8 @@ def effective_state(row: ImportRow, now: datetime) -> ImportState:
 
 
 def find_usable_import(uow: UnitOfWork, principal: Principal, handle: str, now: datetime) -> ImportRow:
-    """Like find_import, but an expired import raises HandleExpired (for calls that change it)."""
-    row = find_import(uow, principal, handle)
+    """Like find_import, locked for the change, and an expired import raises HandleExpired."""
+    row = find_import(uow, principal, handle, lock=True)
     if effective_state(row, now) is ImportState.EXPIRED:
         raise HandleExpired()
     return row

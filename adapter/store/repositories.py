@@ -90,10 +90,14 @@ class ImportRepository:
             )
         )
 
-    def by_digest(self, handle_digest: str) -> ImportRow | None:
-        return self._session.scalars(
-            select(ImportRow).where(ImportRow.handle_digest == handle_digest)
-        ).one_or_none()
+    def by_digest(self, handle_digest: str, *, lock: bool = False) -> ImportRow | None:
+        """The import with this handle digest; ``lock`` holds its row until the transaction ends
+        (``FOR UPDATE`` on PostgreSQL; SQLite already serialises writers), so concurrent changes to
+        one import queue up instead of failing their version check."""
+        statement = select(ImportRow).where(ImportRow.handle_digest == handle_digest)
+        if lock:
+            statement = statement.with_for_update().execution_options(populate_existing=True)
+        return self._session.scalars(statement).one_or_none()
 
 
 class RecordRepository:

@@ -351,12 +351,12 @@ def down_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_a_database_that_does_not_answer_is_a_503_page_not_a_500(
-    down_url: str, legacy_address: tuple[str, int], tmp_path: Path, app_server: Any
+    down_url: str, legacy_address: tuple[str, int], tmp_path: Path
 ) -> None:
     kit = build(kit_settings(down_url, legacy_address, tmp_path, tokens=None, admin_token=OPERATOR_TOKEN))
     try:
         with (
-            app_server(create_app(kit, run_maintenance=False)) as url,
+            serve_in_thread(create_app(kit, run_maintenance=False)) as url,
             logged_in(url, OPERATOR_TOKEN) as client,
         ):
             api = client.get("/admin/operations", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
