@@ -67,6 +67,7 @@ from adapter.bootstrap import Kit, build  # noqa: E402
 from adapter.config import load_settings  # noqa: E402
 from adapter.domain.identity import Principal  # noqa: E402
 from adapter.domain.states import OPERATION_TERMINAL, OperationState  # noqa: E402
+from adapter.legacy.forwarding import ForwardingPort, ForwardingSession  # noqa: E402
 from adapter.legacy.simulator import SimulatorPort  # noqa: E402
 from adapter.ports.legacy import CommittedBatch, LegacyOutcomeUnknown, LegacyPort, LegacySession  # noqa: E402
 from adapter.services import CancelToken  # noqa: E402
@@ -238,20 +239,17 @@ class Report:
 _current = threading.local()  # the plan of the import the calling client thread is committing
 
 
-class _LosingSession:
+class _LosingSession(ForwardingSession):
     """Loses the first COMMIT of an import whose plan says so: the connection dies, nothing is sent."""
 
     def __init__(self, inner: LegacySession, port: LosingPort) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._port = port
         self._ref = ""
 
     def begin(self, batch_ref: str) -> None:
         self._ref = batch_ref
-        self._inner.begin(batch_ref)
-
-    def add(self, records: Any) -> None:
-        self._inner.add(records)
+        super().begin(batch_ref)
 
     def commit(self) -> CommittedBatch:
         plan = getattr(_current, "plan", None)
@@ -260,20 +258,14 @@ class _LosingSession:
             raise LegacyOutcomeUnknown(
                 f"legacy commit (batch_ref={self._ref}): connection reset while sending"
             )
-        return self._inner.commit()
-
-    def rollback(self) -> None:
-        self._inner.rollback()
-
-    def close(self) -> None:
-        self._inner.close()
+        return super().commit()
 
 
-class LosingPort:
+class LosingPort(ForwardingPort):
     """The simulator port, with COMMITs that can be lost before they reach the simulator."""
 
     def __init__(self, inner: LegacyPort) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._lost: set[str] = set()
         self._lock = threading.Lock()
 
@@ -290,12 +282,6 @@ class LosingPort:
 
     def open_session(self) -> _LosingSession:
         return _LosingSession(self._inner.open_session(), self)
-
-    def batch_status(self, batch_ref: str) -> Any:
-        return self._inner.batch_status(batch_ref)
-
-    def void_batch(self, legacy_batch_id: str) -> Any:
-        return self._inner.void_batch(legacy_batch_id)
 
 
 def build_kit(database_url: str, address: Address, config: CampaignConfig) -> tuple[Kit, LosingPort]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, delete, exists, func, insert, or_, select, tuple_, update
 from sqlalchemy.orm import Session
@@ -68,19 +68,31 @@ def keyset_rows(
     return list(session.scalars(query))
 
 
-class ImportRepository:
+class _Repository:
+    """Works inside one unit of work: every query runs on its session."""
+
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def add(self, row: ImportRow) -> None:
+
+class _RowRepository(_Repository, Generic[Row]):
+    """Imports and operations are added, fetched by id and paged (newest first) the same way."""
+
+    _model: type[Row]
+
+    def add(self, row: Row) -> None:
         self._session.add(row)
 
-    def get(self, import_id: str) -> ImportRow | None:
-        return self._session.get(ImportRow, import_id)
+    def get(self, row_id: str) -> Row | None:
+        return self._session.get(self._model, row_id)
 
-    def page(self, equal: Mapping[str, object], **window: Any) -> list[ImportRow]:
-        """One keyset page of imports, newest first (see :func:`keyset_rows` for ``window``)."""
-        return keyset_rows(self._session, ImportRow, equal, **window)
+    def page(self, equal: Mapping[str, object], **window: Any) -> list[Row]:
+        """One keyset page, newest first (see :func:`keyset_rows` for ``window``)."""
+        return keyset_rows(self._session, self._model, equal, **window)
+
+
+class ImportRepository(_RowRepository[ImportRow]):
+    _model = ImportRow
 
     def past_expiry(self, state: str, now: datetime, limit: int) -> list[ImportRow]:
         """Imports still in ``state`` whose expiry has passed (the sweeper marks open ones expired)."""
@@ -100,10 +112,7 @@ class ImportRepository:
         return self._session.scalars(statement).one_or_none()
 
 
-class RecordRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
+class RecordRepository(_Repository):
     def stage(self, import_id: str, first_seq: int, records: Sequence[str]) -> None:
         """Insert records at positions ``first_seq, first_seq + 1, ...`` in this transaction.
 
@@ -145,15 +154,8 @@ class RecordRepository:
         self._session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id == import_id))
 
 
-class OperationRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def add(self, row: OperationRow) -> None:
-        self._session.add(row)
-
-    def get(self, operation_id: str) -> OperationRow | None:
-        return self._session.get(OperationRow, operation_id)
+class OperationRepository(_RowRepository[OperationRow]):
+    _model = OperationRow
 
     def by_key(self, tenant: str, principal: str, kind: str, key: str) -> OperationRow | None:
         return self._session.scalars(
@@ -196,10 +198,6 @@ class OperationRepository:
             .execution_options(synchronize_session=False)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
-
-    def page(self, equal: Mapping[str, object], **window: Any) -> list[OperationRow]:
-        """One keyset page of operations, newest first (see :func:`keyset_rows` for ``window``)."""
-        return keyset_rows(self._session, OperationRow, equal, **window)
 
     def reconcile_candidates(
         self, kind: str, unknown: str, running: str, now: datetime, limit: int
@@ -250,10 +248,7 @@ class OperationRepository:
         ).one_or_none()
 
 
-class CompensationRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
+class CompensationRepository(_Repository):
     def add(self, row: CompensationRow) -> None:
         self._session.add(row)
 
@@ -263,10 +258,7 @@ class CompensationRepository:
         ).one_or_none()
 
 
-class EventRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
+class EventRepository(_Repository):
     def record(
         self,
         kind: str,
@@ -299,10 +291,7 @@ class EventRepository:
         )
 
 
-class AuditRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
+class AuditRepository(_Repository):
     def record(self, operation_id: str, actor: str, action: str, reason: str | None, outcome: str) -> None:
         """Append one operator action; texts are cut to the columns' sizes rather than refused."""
         self._session.add(
@@ -323,11 +312,8 @@ class AuditRepository:
         )
 
 
-class RetentionRepository:
+class RetentionRepository(_Repository):
     """Bounded deletes for the purge: each method deletes at most ``limit`` rows and says how many."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
 
     def purge_operations(self, finished: Collection[str], cutoff: datetime, limit: int) -> int:
         """Operations in a ``finished`` state, last updated before ``cutoff``."""

@@ -63,47 +63,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from adapter.bootstrap import build, build_legacy_port
     from adapter.config import load_settings
     from adapter.domain.identity import Principal
-    from adapter.ports.legacy import CommittedBatch, LegacyPort, LegacySession
+    from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
+    from adapter.ports.legacy import CommittedBatch
 
     wanted = args.point
 
-    class HookedSession:
-        def __init__(self, inner: LegacySession) -> None:
-            self._inner = inner
-
+    class HookedSession(ForwardingSession):
         def begin(self, batch_ref: str) -> None:
             stop_here("begin", wanted)
-            self._inner.begin(batch_ref)
-
-        def add(self, records: Sequence[Any]) -> None:
-            self._inner.add(records)
+            super().begin(batch_ref)
 
         def commit(self) -> CommittedBatch:
             stop_here("commit", wanted)
             if wanted == "commit":
                 say("sending")
-            batch = self._inner.commit()
+            batch = super().commit()
             stop_here("returned", wanted)
             return batch
 
-        def rollback(self) -> None:
-            self._inner.rollback()
-
-        def close(self) -> None:
-            self._inner.close()
-
-    class HookedPort:
-        def __init__(self, inner: LegacyPort) -> None:
-            self._inner = inner
-
+    class HookedPort(ForwardingPort):
         def open_session(self) -> HookedSession:
             return HookedSession(self._inner.open_session())
-
-        def batch_status(self, batch_ref: str) -> Any:
-            return self._inner.batch_status(batch_ref)
-
-        def void_batch(self, legacy_batch_id: str) -> Any:
-            return self._inner.void_batch(legacy_batch_id)
 
     settings = load_settings()
     kit = build(settings, legacy=HookedPort(build_legacy_port(settings)))

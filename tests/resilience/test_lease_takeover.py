@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from adapter.domain.identity import Principal
+from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
 from adapter.services import ImportService, ServiceContext
 from adapter.services.commit import batch_ref_for
 from legacy_sim.engine import LegacyEngine
@@ -29,15 +30,10 @@ class _Gates:
         self.reconciler: threading.Thread | None = None
 
 
-class _Session:
+class _Session(ForwardingSession):
     def __init__(self, inner: Any, gates: _Gates) -> None:
-        self._inner, self._gates = inner, gates
-
-    def begin(self, batch_ref: str) -> None:
-        self._inner.begin(batch_ref)
-
-    def add(self, records: Any) -> None:
-        self._inner.add(records)
+        super().__init__(inner)
+        self._gates = gates
 
     def commit(self) -> Any:
         batch = self._inner.commit()
@@ -46,18 +42,13 @@ class _Session:
             self._gates.reconciler.join(timeout=10)  # the reconciler records before this commit does
         return batch
 
-    def rollback(self) -> None:
-        self._inner.rollback()
 
-    def close(self) -> None:
-        self._inner.close()
-
-
-class _Port:
+class _Port(ForwardingPort):
     """The real port; STATUS is answered, then held until the commit's COMMIT came back (or 2 s)."""
 
     def __init__(self, inner: Any, gates: _Gates) -> None:
-        self._inner, self._gates = inner, gates
+        super().__init__(inner)
+        self._gates = gates
 
     def open_session(self) -> _Session:
         return _Session(self._inner.open_session(), self._gates)
@@ -67,9 +58,6 @@ class _Port:
         self._gates.asked.set()
         self._gates.committed.wait(timeout=2)
         return status
-
-    def void_batch(self, legacy_batch_id: str) -> Any:
-        return self._inner.void_batch(legacy_batch_id)
 
 
 def test_a_commit_whose_lease_ran_out_stops_even_if_the_reconciler_is_in_its_own_process(
@@ -118,12 +106,13 @@ def test_a_commit_whose_lease_ran_out_stops_even_if_the_reconciler_is_in_its_own
     assert len(legacy_engine.committed_batches()) == 1
 
 
-class _ReconcileDuringCommitReply:
+class _ReconcileDuringCommitReply(ForwardingPort):
     """The real port; while a COMMIT's reply is on its way, the lease runs out and a reconciler
     (same process) resolves the operation from STATUS before the commit gets to record it."""
 
     def __init__(self, inner: Any, on_reply: Any) -> None:
-        self._inner, self._on_reply = inner, on_reply
+        super().__init__(inner)
+        self._on_reply = on_reply
 
     def open_session(self) -> Any:
         port = self
@@ -135,12 +124,6 @@ class _ReconcileDuringCommitReply:
                 return batch
 
         return Session(self._inner.open_session(), _Gates())
-
-    def batch_status(self, batch_ref: str) -> Any:
-        return self._inner.batch_status(batch_ref)
-
-    def void_batch(self, legacy_batch_id: str) -> Any:
-        return self._inner.void_batch(legacy_batch_id)
 
 
 def test_a_commit_answers_from_the_record_when_a_reconciler_resolved_it_first(
