@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,16 @@ $(NODE_CLIENTS_STAMP): tests/node/package.json tests/node/package-lock.json
 	touch $@
 
 node-clients: $(NODE_CLIENTS_STAMP)
+
+# A third-party MCP server for the host kit's tests (tests/host): @modelcontextprotocol/server-everything
+# and Node 22 from the npm registry, pinned by interop/package-lock.json. Without it those tests skip.
+INTEROP_STAMP := interop/node_modules/.installed-stamp
+
+$(INTEROP_STAMP): interop/package.json interop/package-lock.json
+	cd interop && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+interop: $(INTEROP_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

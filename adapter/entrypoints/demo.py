@@ -1,11 +1,12 @@
-"""``make demo``: the kit end to end, over real HTTP with the MCP SDK's own client.
+"""``make demo``: the kit end to end, over real HTTP; tool calls go through the host kit (adapter.host).
 
 It starts the legacy simulator as its own process (TCP), serves the kit's FastAPI app with uvicorn on
 a free loopback port, and walks through what the kit exists for, each step checking its outcome:
 stateless calls (a fresh client per step), handles bound to their principal, cacheable discovery,
 idempotent replays, a confirmation (MRTR form elicitation) accepted and one declined, progress, a
 replayed commit, the resource list, an abort that compensates, and a lost reply after COMMIT recorded
-as ``outcome_unknown``. It exits non-zero if a step does not hold.
+as ``outcome_unknown`` and then resolved through the status tool (the host kit's status action, never
+a resend). It exits non-zero if a step does not hold.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from mcp_types import ElicitResult
 
 from adapter.bootstrap import build
 from adapter.config import load_settings
+from adapter.entrypoints.demo_client import HostCaller
 from adapter.entrypoints.http.app import create_app
+from adapter.host import CallState
 from adapter.store.migrate import upgrade
 from legacy_sim.client import LegacyClient
 from legacy_sim.process import running_simulator
@@ -87,16 +90,8 @@ async def decline(ctx: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="decline")
 
 
-async def call(url: str, token: str, tool: str, args: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    progress = kwargs.pop("progress_callback", None)
-    async with client(url, token, **kwargs) as c:
-        result = await c.call_tool(tool, args, progress_callback=progress)
-    if result.is_error:
-        return {"error": result.content[0].text}  # type: ignore[union-attr]
-    return dict(result.structured_content or {})
-
-
 async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total: int) -> None:
+    call = HostCaller(url, {alice: "alice", bob: "bob"})  # every tool call goes through the host kit
     print("1. discovery is cacheable: tools/list says for how long and for whom")
     async with client(url, alice) as c:
         discover = c.session.discover_result
@@ -189,6 +184,25 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
     lost = await call(url, alice, "commit_import", {"handle": other})
     legacy.faults(drop_after_commit=0.0)
     check(lost["status"] == "outcome_unknown", "outcome_unknown")
+    lost_call = call.last
+    assert lost_call is not None
+    resolved = lost_call
+    action = lost_call.status_action
+    check(
+        lost_call.state is CallState.OUTCOME_UNKNOWN and action is not None,
+        f"the host kit offers a status action ({action.tool if action else None}), not a retry",
+    )
+    for _ in range(60):  # the server's reconciler settles it; the host only asks, it never resends
+        resolved = await call.resolve(alice, lost_call)
+        if resolved.state is not CallState.OUTCOME_UNKNOWN:
+            break
+        if _ == 0:
+            print(f"   status tool says {resolved.server_status}; asking again until the server knows")
+        await asyncio.sleep(0.5)
+    check(
+        resolved.state is CallState.COMPLETED,
+        f"resolved through {action.tool if action else None}: {resolved.server_status}",
+    )
     history = await call(url, alice, "get_operation_status", {"operation_id": lost["operation_id"]})
     print("   history:", ", ".join(entry["event"] for entry in history["history"]))
     truth = legacy.status(f"adp-{lost['operation_id']}")

@@ -1,0 +1,103 @@
+"""The demo's client: every tool call goes through the host kit (:mod:`adapter.host`).
+
+``HostCaller`` keeps the demo's simple ``call(url, token, tool, args)`` shape while the kit does the
+host's work: qualified names, consent before each effectful call (printed and granted), a host-made
+idempotency key, question rounds answered by the step's callback, the call lifecycle, audit, and an
+unknown outcome offered as a status action. Two hosts: one that can render questions (and so declares
+elicitation) and one that cannot, as a real application would be built one way or the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp_types import ElicitResult
+
+from adapter.host import (
+    AuditLog,
+    Call,
+    CallState,
+    ConsentRequest,
+    Host,
+    OperationStatus,
+    Policy,
+    Principal,
+    Question,
+    ServerRule,
+    ServerSpec,
+    adapter_unknown,
+)
+
+__all__ = ["HostCaller"]
+
+SERVER = "adapter"
+Answer = Callable[[Any, Any], Awaitable[ElicitResult]]
+
+
+async def _consent(request: ConsentRequest) -> bool:
+    print(f"   [consent] {request.summary()} -> granted")
+    return True
+
+
+class HostCaller:
+    """``await caller(url, token, tool, args, elicitation_callback=..., progress_callback=...)``."""
+
+    def __init__(self, url: str, principals: dict[str, str]) -> None:
+        self._principals = {token: Principal(name, "acme") for token, name in principals.items()}
+        credentials = {name: token for token, name in principals.items()}
+        self._answer: Answer | None = None
+        self.audit = AuditLog()
+        self.last: Call | None = None
+        self._hosts = {
+            asks: Host(
+                [ServerSpec(SERVER, url, credentials)],
+                Policy(
+                    {
+                        SERVER: ServerRule(
+                            principals=set(credentials),
+                            consent_parameters={
+                                "commit_import": ("handle",),
+                                "abort_import": ("handle",),
+                                "add_records": ("handle",),
+                            },
+                            status=OperationStatus(),
+                            unknown_when=adapter_unknown,
+                        )
+                    }
+                ),
+                consent=_consent,
+                elicitation=self._render if asks else None,
+                audit=self.audit,
+            )
+            for asks in (True, False)
+        }
+        self._discovered: set[bool] = set()
+
+    async def _render(self, question: Question) -> ElicitResult:
+        assert self._answer is not None
+        return await self._answer(None, question)
+
+    async def __call__(
+        self, url: str, token: str, tool: str, args: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any]:
+        asks = kwargs.get("elicitation_callback") is not None
+        self._answer = kwargs.get("elicitation_callback")
+        host, principal = self._hosts[asks], self._principals[token]
+        if asks not in self._discovered:
+            await host.discover(principal)
+            self._discovered.add(asks)
+        self.last = await host.call(
+            principal, f"{SERVER}.{tool}", args, on_progress=kwargs.get("progress_callback")
+        )
+        if self.last.state is CallState.FAILED:
+            return {"error": self.last.error}
+        return dict(self.last.result or {})
+
+    async def resolve(self, token: str, call: Call) -> Call:
+        """The status action for an unknown outcome: ask the server, never resend."""
+        return await self._hosts[False].resolve(self._principals[token], call)
+
+    async def aclose(self) -> None:
+        for host in self._hosts.values():
+            await host.aclose()

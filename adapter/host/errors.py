@@ -1,0 +1,35 @@
+"""The host kit's exception tree: one base class, so an application can catch everything the kit raises.
+
+Outcomes of a call (declined, failed, outcome unknown) are *not* exceptions: they are states of a
+:class:`~adapter.host.lifecycle.Call`. Exceptions mean the host refused to act or was misused.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorrelationError",
+    "HostError",
+    "IllegalTransition",
+    "PolicyDenied",
+    "UnknownCapability",
+]
+
+
+class HostError(Exception):
+    """Base class of every error the host kit raises."""
+
+
+class PolicyDenied(HostError):
+    """The host's policy (allowlist, risk class, consent, approval) does not allow this action."""
+
+
+class UnknownCapability(HostError):
+    """No active capability by that qualified name or alias (unknown, removed, unapproved or down)."""
+
+
+class IllegalTransition(HostError):
+    """A call lifecycle transition the state machine does not allow (a bug in the caller)."""
+
+
+class CorrelationError(HostError):
+    """A response that belongs to another request id, server or protocol version was rejected."""

@@ -1,0 +1,99 @@
+"""The call lifecycle as an explicit state machine.
+
+A lost response is the reason this exists: the request may have been applied, so the call becomes
+``outcome_unknown``, never ``failed``. ``failed`` needs evidence that nothing took effect: the server
+said so (an error result, or its status tool), or the request never left the host.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from adapter.host.errors import IllegalTransition
+
+__all__ = ["Call", "CallState", "StatusAction"]
+
+
+class CallState(StrEnum):
+    PLANNED = "planned"
+    SENT = "sent"
+    RUNNING = "running"
+    INPUT_REQUIRED = "input_required"
+    CANCELLED = "cancelled"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+_S = CallState
+_TRANSITIONS: dict[CallState, frozenset[CallState]] = {
+    _S.PLANNED: frozenset({_S.SENT, _S.CANCELLED, _S.FAILED}),  # FAILED here: refused before sending
+    _S.SENT: frozenset(
+        {_S.RUNNING, _S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}
+    ),
+    _S.RUNNING: frozenset({_S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}),
+    _S.INPUT_REQUIRED: frozenset({_S.SENT, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
+    # Only the server's status tool leaves OUTCOME_UNKNOWN; it may also confirm it is still unknown.
+    _S.OUTCOME_UNKNOWN: frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
+    _S.COMPLETED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.CANCELLED: frozenset(),
+}
+TERMINAL = frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED})
+
+
+@dataclass(frozen=True)
+class StatusAction:
+    """What the application may offer the user for an unknown outcome: ask the server, never resend."""
+
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    label: str
+
+
+@dataclass
+class Call:
+    """One tool call as the host sees it; every field is safe to show (no tokens, no result contents)."""
+
+    server: str
+    principal: str
+    tool: str
+    qualified: str
+    effectful: bool
+    fingerprint: str
+    trace_id: str
+    idempotency_key: str | None = None
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    state: CallState = CallState.PLANNED
+    history: list[tuple[CallState, datetime, str]] = field(default_factory=list)
+    request_ids: list[str | int] = field(default_factory=list)
+    spans: list[str] = field(default_factory=list)  # one trace span per request sent
+    result: Any = None
+    error: str | None = None
+    server_status: str | None = None
+    operation_id: str | None = None
+    elicitation: str | None = None  # the user's last answer to a server question: accept/decline/cancel
+    status_action: StatusAction | None = None
+
+    def __post_init__(self) -> None:
+        self.history.append((self.state, datetime.now(UTC), "planned"))
+
+    def move(self, to: CallState, why: str) -> None:
+        """Change state; raises :class:`IllegalTransition` for a move the machine does not allow."""
+        if to not in _TRANSITIONS[self.state]:
+            raise IllegalTransition(f"{self.state} -> {to} ({why})")
+        self.state = to
+        self.history.append((to, datetime.now(UTC), why))
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def states(self) -> list[CallState]:
+        return [state for state, _, _ in self.history]

@@ -1,0 +1,160 @@
+"""The host's policy: which servers and tools a principal may use, and how risky each tool is.
+
+Server annotations (``readOnlyHint``, ``destructiveHint``) are hints from across a trust boundary; the
+host's own rule decides. The policy is consulted at call time and again before every cache hit, so a
+right withdrawn while a cached result is still fresh takes effect at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from mcp_types import Tool
+
+from adapter.host.errors import PolicyDenied
+
+__all__ = [
+    "ConsentRequest",
+    "OperationStatus",
+    "Policy",
+    "Risk",
+    "ServerRule",
+    "StatusResolver",
+    "StatusVerdict",
+    "adapter_unknown",
+]
+
+
+class Risk(StrEnum):
+    READ = "read"  # no effect: no consent, no idempotency key
+    WRITE = "write"  # an effect: consent before each call, a host-made idempotency key
+    DESTRUCTIVE = "destructive"  # as WRITE; the consent prompt says it cannot simply be undone
+
+
+@dataclass(frozen=True)
+class ConsentRequest:
+    """What the user sees before an effectful call: origin, action and the parameters that matter."""
+
+    server: str
+    principal: str
+    tool: str
+    qualified: str
+    risk: Risk
+    parameters: dict[str, Any]
+
+    def summary(self) -> str:
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in self.parameters.items())
+        return f"[{self.server}] {self.tool}({shown}) - {self.risk.value}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class StatusVerdict:
+    """The server's word on an unknown outcome: applied (True), not applied (False) or still unknown."""
+
+    applied: bool | None
+    server_status: str
+    operation_id: str | None = None
+
+
+class StatusResolver(Protocol):
+    """Resolves an unknown outcome through the server's own status tool (never by resending)."""
+
+    @property
+    def tool(self) -> str: ...
+
+    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any]: ...
+
+    def verdict(self, structured: dict[str, Any]) -> StatusVerdict: ...
+
+
+@dataclass
+class ServerRule:
+    """Per-server policy. ``tools`` is the allowlist (None: every tool); ``risk`` overrides the hints."""
+
+    principals: set[str]
+    tools: set[str] | None = None
+    risk: dict[str, Risk] = field(default_factory=dict)
+    consent_parameters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    idempotency_argument: str = "idempotency_key"
+    status: StatusResolver | None = None
+    url_domains: set[str] = field(default_factory=set)
+    unknown_when: Callable[[dict[str, Any]], bool] | None = None
+
+
+ConsentCallback = Callable[[ConsentRequest], Awaitable[bool]]
+
+
+@dataclass
+class Policy:
+    """All server rules of one host; a server without a rule is not allowed at all."""
+
+    servers: dict[str, ServerRule] = field(default_factory=dict)
+
+    def rule(self, server: str) -> ServerRule:
+        rule = self.servers.get(server)
+        if rule is None:
+            raise PolicyDenied(f"server {server!r} is not on the host's allowlist")
+        return rule
+
+    def check_server(self, principal: str, server: str) -> ServerRule:
+        """The rule for ``server`` if ``principal`` may use it now; raises :class:`PolicyDenied`."""
+        rule = self.rule(server)
+        if principal not in rule.principals:
+            raise PolicyDenied(f"{principal!r} may not use server {server!r}")
+        return rule
+
+    def allows_tool(self, server: str, tool: str) -> bool:
+        rule = self.servers.get(server)
+        return rule is not None and (rule.tools is None or tool in rule.tools)
+
+    def check_tool(self, principal: str, server: str, tool: str) -> ServerRule:
+        rule = self.check_server(principal, server)
+        if rule.tools is not None and tool not in rule.tools:
+            raise PolicyDenied(f"tool {tool!r} of {server!r} is not on the host's allowlist")
+        return rule
+
+    def risk_of(self, server: str, tool: Tool) -> Risk:
+        """The host's risk class: its own rule decides; without one, the hints inform a cautious default."""
+        override = self.rule(server).risk.get(tool.name)
+        if override is not None:
+            return override
+        hints = tool.annotations
+        if hints is not None and hints.read_only_hint is True and hints.destructive_hint is not True:
+            return Risk.READ
+        if hints is not None and hints.destructive_hint is False:
+            return Risk.WRITE
+        return Risk.DESTRUCTIVE  # the spec's default for a tool that says nothing
+
+
+@dataclass(frozen=True)
+class OperationStatus:
+    """The resolver for this kit's server: ``get_operation_status`` by idempotency key or operation id."""
+
+    tool: str = "get_operation_status"
+
+    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any]:
+        if operation_id:
+            return {"operation_id": operation_id}
+        return {"idempotency_key": idempotency_key}
+
+    def verdict(self, structured: dict[str, Any]) -> StatusVerdict:
+        status = str(structured.get("status"))
+        applied: bool | None = None
+        if status == "succeeded":
+            applied = True
+        elif status in ("failed", "cancelled"):
+            applied = False
+        return StatusVerdict(applied, status, structured.get("operation_id"))
+
+
+def adapter_unknown(structured: dict[str, Any]) -> bool:
+    """This kit's server reports an unobserved commit as a result with status ``outcome_unknown``."""
+    return structured.get("status") == "outcome_unknown"
