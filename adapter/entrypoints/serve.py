@@ -12,10 +12,12 @@ import sys
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from adapter.bootstrap import build
 from adapter.config import ConfigError, Settings
 from adapter.entrypoints.background import run_maintenance_loop
+from adapter.entrypoints.mcp.eras import lock_stdio_era
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.server import McpGateway
 from adapter.startup import check_serving
@@ -73,9 +75,13 @@ def serve_stdio(settings: Settings) -> int:
 
     async def main() -> None:
         async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-            tasks.start_soon(run_event_feed, kit.service, gateway.bus)
+            tasks.start_soon(run_event_feed, kit.service, gateway.publish_changes)
             tasks.start_soon(run_maintenance_loop, kit.service, settings)
-            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+            # The first request fixes the era; a 2026-07-28 request after initialize gets -32022.
+            forward, inbound = anyio.create_memory_object_stream[SessionMessage | Exception]()
+            tasks.start_soon(lock_stdio_era, read, forward, write)
+            async with inbound:
+                await gateway.server.run(inbound, write, gateway.server.create_initialization_options())
             tasks.cancel_scope.cancel()
 
     try:

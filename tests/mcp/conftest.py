@@ -69,15 +69,25 @@ class Running:
         *,
         elicitation_callback: Any = None,
         event_hooks: dict[str, list[Any]] | None = None,
+        mode: str = "auto",
+        message_handler: Any = None,
     ) -> AsyncIterator[Client]:
-        """An SDK client over Streamable HTTP (httpx2), with no response cache (lists stay fresh)."""
+        """An SDK client over Streamable HTTP (httpx2), with no response cache (lists stay fresh).
+
+        ``mode="legacy"`` speaks the 2025-11-25 initialize handshake (one session per client).
+        """
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with httpx2.AsyncClient(
             headers=headers, timeout=httpx2.Timeout(TIMEOUT, read=60.0), event_hooks=event_hooks or {}
         ) as http:
             transport = streamable_http_client(self.url, http_client=http)
             async with Client(
-                transport, elicitation_callback=elicitation_callback, cache=None, read_timeout_seconds=TIMEOUT
+                transport,
+                elicitation_callback=elicitation_callback,
+                cache=None,
+                read_timeout_seconds=TIMEOUT,
+                mode=mode,  # type: ignore[arg-type]
+                message_handler=message_handler,
             ) as client:
                 yield client
 

@@ -1,4 +1,4 @@
-"""The HTTP edge: Origin, bearer tokens, the legacy handshake, unknown methods, GET, health."""
+"""The HTTP edge: Origin, bearer tokens, the handshake when not served, unknown methods, GET, health."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ async def test_a_missing_or_unknown_bearer_token_is_refused_with_401(server: Any
     assert known.status_code == 200
 
 
+MODERN_ONLY = pytest.mark.parametrize("settings_overrides", [{"protocol_eras": "modern"}])
+
+
+@MODERN_ONLY
 async def test_a_legacy_initialize_gets_400_with_32022_naming_the_supported_version(server: Any) -> None:
     headers = {
         "Accept": "application/json, text/event-stream",
@@ -52,6 +56,7 @@ async def test_an_unknown_method_is_404_with_32601(server: Any) -> None:
     assert body["error"]["code"] == -32601
 
 
+@MODERN_ONLY
 async def test_get_on_the_mcp_endpoint_is_405_and_healthz_is_200(server: Any) -> None:
     async with httpx.AsyncClient() as http:
         get = await http.get(

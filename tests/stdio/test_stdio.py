@@ -2,8 +2,9 @@
 
 Each test starts the real command with ``ADAPTER_*`` settings pointing at a migrated SQLite database
 in ``tmp_path`` and the simulator over TCP (the root conftest's ``legacy_address``). The SDK's own
-client drives it (``Client(StdioServerParameters(...))``); two raw tests check the framing: stdout
-carries nothing but JSON-RPC lines, and a legacy ``initialize`` is refused with -32022.
+client drives it (``Client(StdioServerParameters(...))``, in both eras); raw tests check the framing:
+stdout carries nothing but JSON-RPC lines, and the first message fixes the connection's era (a
+modern-only server refuses the handshake and everything after it with -32022).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, ElicitResult
 
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
@@ -210,13 +211,116 @@ def test_stdout_carries_only_json_rpc_lines(raw_server: subprocess.Popen[bytes])
             assert json.loads(line)["jsonrpc"] == "2.0"
 
 
-def test_a_legacy_initialize_is_refused_naming_the_supported_versions(
-    raw_server: subprocess.Popen[bytes],
+@pytest.fixture
+def modern_only_server(server_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with stdio_process({**server_env, "ADAPTER_PROTOCOL_ERAS": "modern"}, tmp_path) as process:
+        yield process
+
+
+def _initialize(request_id: int) -> dict[str, Any]:
+    return {**LEGACY_INITIALIZE, "id": request_id}
+
+
+def test_modern_only_refuses_the_handshake_and_everything_after_it(
+    modern_only_server: subprocess.Popen[bytes],
 ) -> None:
-    send_line(raw_server, LEGACY_INITIALIZE)
-    reply = json.loads(read_line(raw_server))
+    """A refused initialize followed by notifications/initialized must not open a half-served session."""
+    send_line(modern_only_server, _initialize(7))
+    reply = json.loads(read_line(modern_only_server))
     assert reply["id"] == 7
     assert "result" not in reply
     assert reply["error"]["code"] == -32022
     assert reply["error"]["data"]["supported"] == [PROTOCOL_VERSION]
     assert reply["error"]["data"]["requested"] == "2025-11-25"
+    assert PROTOCOL_VERSION in reply["error"]["message"]
+
+    send_line(modern_only_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send_line(
+        modern_only_server,
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {"name": "begin_import", "arguments": {"target": "customers"}},
+        },
+    )
+    refused = json.loads(read_line(modern_only_server))
+    assert refused["id"] == 8
+    assert "result" not in refused
+    assert refused["error"]["code"] == -32022
+    assert refused["error"]["data"]["supported"] == [PROTOCOL_VERSION]
+
+
+def test_the_first_message_fixes_the_era_of_a_stdio_connection(
+    raw_server: subprocess.Popen[bytes],
+) -> None:
+    """Both eras served, but never on one connection: a modern opening refuses a later initialize."""
+    send_line(
+        raw_server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": raw_meta()}}
+    )
+    assert json.loads(read_line(raw_server))["result"]["tools"]
+    send_line(raw_server, _initialize(2))
+    reply = json.loads(read_line(raw_server))
+    assert reply["id"] == 2
+    assert reply["error"]["code"] == -32022
+    assert reply["error"]["data"]["supported"] == [PROTOCOL_VERSION]
+
+
+def test_a_legacy_opening_refuses_a_later_2026_request(raw_server: subprocess.Popen[bytes]) -> None:
+    send_line(raw_server, _initialize(1))
+    assert json.loads(read_line(raw_server))["result"]["protocolVersion"] == "2025-11-25"
+    send_line(raw_server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send_line(
+        raw_server, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": raw_meta()}}
+    )
+    reply = json.loads(read_line(raw_server))
+    assert reply["id"] == 2
+    assert "result" not in reply
+    assert reply["error"]["code"] == -32022
+    assert reply["error"]["data"] == {
+        "supported": ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+        "requested": "2026-07-28",
+    }
+    assert "2025-11-25" in reply["error"]["message"]
+    # the connection stays what it opened as
+    send_line(raw_server, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert json.loads(read_line(raw_server))["result"]["tools"]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe
+async def test_a_legacy_client_runs_the_whole_flow_over_stdio_with_one_confirmation(
+    server_env: dict[str, str], tmp_path: Path, legacy_engine: LegacyEngine
+) -> None:
+    server_env["ADAPTER_CONFIRM_COMMIT"] = "when-supported"
+    asked: list[str] = []
+    progress: list[float] = []
+    updates: list[str] = []
+
+    async def confirm(ctx: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/resources/updated":
+            updates.append(str(message.params.uri))
+
+    client = stdio_client(
+        server_env, tmp_path, mode="legacy", elicitation_callback=confirm, message_handler=on_message
+    )
+    async with client:
+        assert client.session.protocol_version == "2025-11-25"
+        begun = await call(client, "begin_import", {"target": "customers"})
+        uri = f"import://{begun['handle']}"
+        await client.subscribe_resource(uri)
+        await call(client, "add_records", {"handle": begun["handle"], "records": records(25)})
+        done = await call(client, "commit_import", {"handle": begun["handle"]}, progress_callback=on_progress)
+        with anyio.fail_after(10):
+            while uri not in updates:
+                await anyio.sleep(0.05)
+    assert done["status"] == "committed"
+    assert len(asked) == 1 and "25 staged records" in asked[0]
+    assert progress and progress[-1] == 25
+    assert len(legacy_engine.committed_batches()) == 1

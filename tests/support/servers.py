@@ -86,10 +86,11 @@ async def serve_in_process(app: Any) -> AsyncIterator[str]:
 STDIO_COMMAND = [sys.executable, "-m", "adapter", "stdio"]
 
 
-def stdio_client(env: dict[str, str], cwd: Path) -> Client:
-    """The SDK's client over ``python -m adapter stdio`` started with ``env`` (``ADAPTER_*``) in ``cwd``."""
+def stdio_client(env: dict[str, str], cwd: Path, **options: Any) -> Client:
+    """The SDK's client over ``python -m adapter stdio`` started with ``env`` (``ADAPTER_*``) in ``cwd``;
+    ``options`` go to ``Client`` (``mode="legacy"``, callbacks)."""
     params = StdioServerParameters(command=STDIO_COMMAND[0], args=STDIO_COMMAND[1:], env=env, cwd=cwd)
-    return Client(params, cache=None, read_timeout_seconds=TIMEOUT)
+    return Client(params, cache=None, read_timeout_seconds=TIMEOUT, **options)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from adapter.bootstrap import Kit
 from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
-from adapter.entrypoints.http.guard import ModernEraGuard
+from adapter.entrypoints.http.guard import EraGuard
 from adapter.entrypoints.http.limits import BodyLimit, HostOriginGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
@@ -75,7 +75,12 @@ def create_app(
     mcp_app = gateway.server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=False,  # SSE responses, so progress and cancellation work
-        stateless_http=True,
+        # Affects only the legacy (2025) era: a session per initialize, held by this worker, so the
+        # client's answers to elicitation and its notifications/cancelled reach the request they
+        # belong to. Several workers need sticky routing by Mcp-Session-Id (docs/operations.md); an
+        # unknown or reaped session id gets 404 and the client initializes again.
+        stateless_http=False,
+        session_idle_timeout=settings.legacy_session_idle_seconds,
         transport_security=transport_security(settings),
         **auth_kwargs,  # type: ignore[arg-type]
     )
@@ -85,7 +90,10 @@ def create_app(
         async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
             tasks.start_soon(
                 functools.partial(
-                    run_event_feed, kit.service, gateway.bus, catch_up_seconds=settings.event_catch_up_seconds
+                    run_event_feed,
+                    kit.service,
+                    gateway.publish_changes,
+                    catch_up_seconds=settings.event_catch_up_seconds,
                 )
             )
             if run_maintenance:
@@ -138,7 +146,7 @@ def create_app(
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "problems": []})
 
-    app.mount("/", ModernEraGuard(mcp_app))
+    app.mount("/", EraGuard(mcp_app, settings.protocol_eras))
     # Outermost first: Host/Origin, then the body size, both before any parsing or authentication.
     app.add_middleware(BodyLimit, limit=settings.body_limit(), admin_limit=settings.admin_max_body_bytes)
     app.add_middleware(

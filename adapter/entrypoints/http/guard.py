@@ -1,42 +1,48 @@
-"""An ASGI guard in front of the MCP endpoint: only the 2026-07-28 era gets through.
+"""An ASGI guard in front of the MCP endpoint: only the served protocol eras get through.
 
-The SDK serves both protocol eras on one endpoint and has no switch to turn the legacy one off. A
-request without ``MCP-Protocol-Version`` or with a handshake-era version (an ``initialize``
-handshake, say) gets HTTP 400 with JSON-RPC error -32022 naming the supported versions, so a legacy
-client learns at once what to speak. GET and DELETE (the legacy stream and session teardown) get 405.
+The SDK serves both protocol eras on one endpoint and has no switch to turn either off. This guard
+refuses what ``ADAPTER_PROTOCOL_ERAS`` does not serve, before the SDK sees it: a POST whose
+``MCP-Protocol-Version`` names a version of an era not served (or no known version at all), or that
+has no such header while the legacy era is off (an ``initialize`` handshake, say), gets HTTP 400 with
+JSON-RPC error -32022 naming the supported versions, so a client learns at once what to speak. With
+the legacy era off, GET and DELETE (the legacy stream and session teardown) get 405.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapter.entrypoints.mcp.observability import SUPPORTED_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION
+from adapter.entrypoints.mcp.eras import refusal_error, served_versions
 
-__all__ = ["ModernEraGuard"]
+__all__ = ["EraGuard"]
 
 _MAX_PEEK = 1024 * 1024
 
 
-class ModernEraGuard:
-    def __init__(self, app: ASGIApp, path: str = "/mcp") -> None:
+class EraGuard:
+    def __init__(self, app: ASGIApp, eras: Iterable[str], path: str = "/mcp") -> None:
         self.app = app
         self.path = path
+        self.eras = frozenset(eras)
+        self.supported = served_versions(self.eras)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
-        if scope["method"] in ("GET", "DELETE"):
+        legacy = "legacy" in self.eras
+        if scope["method"] in ("GET", "DELETE") and not legacy:
             await _respond(send, 405, b"", [(b"allow", b"POST")])
             return
         version = _header(scope, b"mcp-protocol-version")
-        if scope["method"] == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
+        refused = version not in self.supported if version is not None else not legacy
+        if scope["method"] == "POST" and refused:
             body = await _read_body(receive)
-            await _refuse(send, body, version)
+            await _refuse(send, body, version, self.eras)
             return
         await self.app(scope, receive, send)
 
@@ -61,7 +67,7 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _refuse(send: Send, body: bytes, version: str | None) -> None:
+async def _refuse(send: Send, body: bytes, version: str | None, eras: frozenset[str]) -> None:
     request_id: Any = None
     requested = version
     try:
@@ -70,16 +76,7 @@ async def _refuse(send: Send, body: bytes, version: str | None) -> None:
         requested = requested or (message.get("params") or {}).get("protocolVersion")
     except (ValueError, AttributeError):
         pass
-    error = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": "Unsupported protocol version: this server speaks only "
-            + ", ".join(SUPPORTED_VERSIONS),
-            "data": {"supported": SUPPORTED_VERSIONS, "requested": requested},
-        },
-    }
+    error = {"jsonrpc": "2.0", "id": request_id, "error": refusal_error(eras, requested)}
     await _respond(send, 400, json.dumps(error).encode(), [(b"content-type", b"application/json")])
 
 

@@ -1,5 +1,8 @@
 """Confirmation of a commit with a form-mode elicitation (a multi round-trip request, MRTR).
 
+(A legacy-era session, 2025-11-25 and before, is asked inside the request instead: see
+:func:`ask_in_session`. The policy and the question are the same in both eras.)
+
 Round 1 answers ``input_required`` with one question (``confirm``) and a ``requestState``; the
 client asks its user and calls ``commit_import`` again with the answer and the state. The SDK's
 ``RequestStateBoundary`` seals the state (AES-GCM, keys derived from ADAPTER_SECRET so any worker
@@ -19,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -34,9 +38,28 @@ from adapter.domain.errors import InvalidRequest
 from adapter.services import Decision
 from adapter.services.confirmation import new_round_id
 
-__all__ = ["Answer", "ConfirmPolicy", "decision_of", "question", "read_answer", "supports_form"]
+__all__ = [
+    "Answer",
+    "ConfirmPolicy",
+    "ask_in_session",
+    "decision_of",
+    "question",
+    "read_answer",
+    "supports_form",
+]
 
 CONFIRM_KEY = "confirm"
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Commit now",
+            "description": "Commit is final in the legacy system; it can only be voided.",
+        }
+    },
+    "required": ["confirm"],
+}
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 
 
@@ -100,17 +123,7 @@ def question(subject: CommitSubject, round_: int, started: float | None) -> Inpu
             CONFIRM_KEY: ElicitRequest(
                 params=ElicitRequestFormParams(
                     message=question_text(subject),
-                    requested_schema={
-                        "type": "object",
-                        "properties": {
-                            "confirm": {
-                                "type": "boolean",
-                                "title": "Commit now",
-                                "description": "Commit is final in the legacy system; it can only be voided.",
-                            }
-                        },
-                        "required": ["confirm"],
-                    },
+                    requested_schema=CONFIRM_SCHEMA,
                 )
             )
         },
@@ -153,3 +166,22 @@ def decision_of(response: object) -> Decision:
     if content.get("confirm") is False:
         return Decision.DECLINED
     return Decision.MISSING
+
+
+async def ask_in_session(
+    ctx: ServerRequestContext[Any, Any], message: str, policy: ConfirmPolicy
+) -> Decision:
+    """Ask a legacy-era client with ``elicitation/create`` on its session; accepted, declined or missing.
+
+    The question lives inside one ``tools/call`` (the answer comes back on the same session), so it
+    is single-use by construction. A client that fails the elicitation, or a user who does not answer
+    within ``max_seconds``, has not confirmed anything.
+    """
+    try:
+        with anyio.fail_after(policy.max_seconds):
+            result = await ctx.session.elicit_form(message, CONFIRM_SCHEMA, related_request_id=ctx.request_id)
+    except TimeoutError:
+        raise InvalidRequest("the confirmation took too long; call commit_import again") from None
+    except MCPError as exc:
+        raise InvalidRequest(f"the client could not ask for confirmation ({exc.error.message})") from None
+    return decision_of(result.model_dump(mode="json", exclude_none=True))

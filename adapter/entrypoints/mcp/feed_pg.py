@@ -21,8 +21,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from adapter.entrypoints.mcp.bus import OwnerScopedBus
-from adapter.entrypoints.mcp.feed import publish_changes
+from adapter.entrypoints.mcp.feed import Publish
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
 from adapter.store.notify import channel_for_schema
@@ -40,15 +39,15 @@ def libpq_dsn(database_url: str) -> str:
 
 
 async def run_pg_event_feed(
-    service: ImportService, bus: OwnerScopedBus, *, catch_up_seconds: float = 1.0
+    service: ImportService, publish: Publish, *, catch_up_seconds: float = 1.0
 ) -> None:
-    """Publish the changes (``publish_changes``) whenever notified or caught up, forever."""
+    """Publish the changed imports whenever notified or caught up, forever (cancel to stop)."""
     follower = await run_in_thread(service.follow_changes)
     wake_send, wake_receive = anyio.create_memory_object_stream[None](1)
 
-    async def publish() -> None:
+    async def read_and_publish() -> None:
         try:
-            await publish_changes(bus, await run_in_thread(follower.poll_changes))
+            await publish(await run_in_thread(follower.poll_changes))
         except Exception:  # a database hiccup must not end the feed
             log.warning("event feed read failed; retrying", exc_info=True)
 
@@ -59,7 +58,7 @@ async def run_pg_event_feed(
             while True:
                 with anyio.move_on_after(catch_up_seconds):
                     await wake_receive.receive()
-                await publish()
+                await read_and_publish()
 
 
 def _wake(wake: MemoryObjectSendStream[None]) -> None:

@@ -1,4 +1,4 @@
-"""Request middleware: one structured log line per request, and refusal of the legacy handshake.
+"""Request middleware: one structured log line per request.
 
 The log line carries the request id, method, tool, a hash of the handle (never the handle itself),
 the outcome and the duration. It never carries tokens, arguments, record contents or elicitation
@@ -19,12 +19,8 @@ from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["SUPPORTED_VERSIONS", "ModernOnly", "OnRequest", "RequestLog", "hash_handle"]
-
-SUPPORTED_VERSIONS = ["2026-07-28"]
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+__all__ = ["OnRequest", "RequestLog", "hash_handle"]
 
 log = logging.getLogger("adapter.requests")
 
@@ -114,22 +110,3 @@ class RequestLog:
                     self.on_request(ctx.method, tool, outcome, time.perf_counter() - started)
                 except Exception:  # metrics must never break a request
                     log.exception("on_request hook failed")
-
-
-class ModernOnly:
-    """Refuses the legacy ``initialize`` handshake on every transport, naming the supported versions.
-
-    Over HTTP, legacy traffic is already refused before it reaches the server (see
-    ``adapter.entrypoints.http.guard``); this covers stdio. An ``initialize`` sent as a 2026-07-28
-    request is not a handshake but a call of a removed method: the SDK answers it -32601 (HTTP 404).
-    """
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "initialize" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            requested = (ctx.params or {}).get("protocolVersion")
-            raise MCPError(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                "Unsupported protocol version",
-                data={"supported": SUPPORTED_VERSIONS, "requested": requested},
-            )
-        return await call_next(ctx)

@@ -8,16 +8,22 @@ Everything here is per request; nothing is remembered between requests except in
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 from mcp.server import CacheHint, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
+    EmptyResult,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -31,10 +37,12 @@ from mcp_types import (
     Resource,
     ResourceTemplate,
     ServerCapabilities,
+    SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     TextContent,
     TextResourceContents,
+    UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
 
@@ -48,10 +56,13 @@ from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
 from adapter.entrypoints.mcp.catalog import DEFAULT_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401 (kept name)
 from adapter.entrypoints.mcp.catalog import TARGETS_URI, instructions, present_tools, read_targets
 from adapter.entrypoints.mcp.confirm import ConfirmPolicy
-from adapter.entrypoints.mcp.identity import current_principal
-from adapter.entrypoints.mcp.observability import ModernOnly, OnRequest, RequestLog
+from adapter.entrypoints.mcp.eras import EraGate, era_of
+from adapter.entrypoints.mcp.identity import Unauthenticated, current_principal
+from adapter.entrypoints.mcp.legacy import LegacySubscriptions, connection_of
+from adapter.entrypoints.mcp.observability import OnRequest, RequestLog
 from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
+from adapter.services.listing import ImportChange
 from adapter.services.quotas import Slots
 
 __all__ = ["SERVER_NAME", "McpGateway", "import_uri"]
@@ -86,12 +97,16 @@ def _validation_message(exc: ValidationError) -> str:
 
 
 class _AdapterServer(Server[Any]):
-    """The SDK server, advertising only the change notifications this server sends.
+    """The SDK server, advertising exactly the change notifications this server sends, in both eras.
 
     At 2026-07-28 the SDK derives ``listChanged`` for tools, prompts and resources from serving
     ``subscriptions/listen``. Only the resource list ever changes here (imports begin, expire and
     are purged); the tools and the (empty) prompt list are fixed for the life of a process, so
     their ``listChanged`` is not advertised and a listen stream does not acknowledge them.
+
+    The handshake era takes its capabilities from ``create_initialization_options()``, whose default
+    announces no list changes; this server sends ``notifications/resources/list_changed`` to its
+    legacy sessions (see :class:`~adapter.entrypoints.mcp.legacy.LegacySubscriptions`).
     """
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> ServerCapabilities:
@@ -102,6 +117,18 @@ class _AdapterServer(Server[Any]):
         if capabilities.prompts is not None:
             update["prompts"] = capabilities.prompts.model_copy(update={"list_changed": None})
         return capabilities.model_copy(update=update)
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(resources_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
 
 
 class McpGateway:
@@ -114,6 +141,7 @@ class McpGateway:
         self.settings = settings
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = OwnerScopedBus()
+        self.legacy = LegacySubscriptions()  # resources/subscribe of 2025-era sessions
         self._listen = ListenHandler(self.bus)
         # Listen streams per principal (the SDK bounds only the total), see adapter/services/quotas.py.
         self.listen_slots = Slots(service.ctx.quotas.max_listens_per_principal, "max_listens_per_principal")
@@ -150,13 +178,16 @@ class McpGateway:
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
             on_subscriptions_listen=self.listen,
+            on_subscribe_resource=self.subscribe,
+            on_unsubscribe_resource=self.unsubscribe,
             # Mcp-Param header validation looks the schema up here instead of dispatching an
             # internal tools/list through the middleware (which logged a second line per call).
             get_tool_input_schema=self._tool_input_schema,
         )
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
         server.middleware.append(RequestLog(on_request=self._on_request))
-        server.middleware.append(ModernOnly())
+        server.middleware.append(EraGate(self.settings.protocol_eras))
+        server.middleware.append(self._track_legacy)
         server.middleware.append(
             RequestStateBoundary(
                 # One lifetime for a confirmation: the sealed state expires with ADAPTER_CONFIRM_MAX_SECONDS.
@@ -339,6 +370,44 @@ class McpGateway:
         except HandleNotFound:
             return False
         return True
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        """A 2025-era subscription: honored for the caller's own imports only, refused otherwise."""
+        uri = str(params.uri)
+        if not await self._owns(self._principal(), uri):
+            raise MCPError(INVALID_PARAMS, "Resource not found", data={"uri": uri})
+        if not self.legacy.subscribe(connection_of(ctx), self._principal(), uri):
+            raise MCPError(INVALID_PARAMS, "Too many subscriptions on this session")
+        return EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        self.legacy.unsubscribe(connection_of(ctx), str(params.uri))
+        return EmptyResult()
+
+    async def _track_legacy(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: remember each legacy-era connection, so it hears resource list changes."""
+        if era_of(ctx.protocol_version) == "legacy":
+            with contextlib.suppress(Unauthenticated):  # the handler refuses it
+                self.legacy.track(connection_of(ctx), self._principal())
+        return await call_next(ctx)
+
+    async def publish_changes(self, changes: list[ImportChange]) -> None:
+        """One read's changed imports, to both eras: listen streams (the bus) and legacy sessions.
+
+        Updates reach the streams that subscribed to an import (ownership was checked when they
+        subscribed); a list change reaches only the owner whose import list changed.
+        """
+        for change in changes:
+            uri = import_uri(change.handle)
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            await self.legacy.resource_updated(uri)
+        for owner in dict.fromkeys(c.list_owner for c in changes if c.list_owner is not None):
+            await self.bus.publish(ResourcesListChanged(), owner=owner)
+            await self.legacy.list_changed(owner)
 
     def close(self) -> None:
         self._listen.close()

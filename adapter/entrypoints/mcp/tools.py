@@ -21,12 +21,13 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.confirmation import CommitSubject
+from adapter.domain.confirmation import CommitSubject, question_text
 from adapter.domain.errors import ConfirmationStale, InvalidRequest, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
-from adapter.entrypoints.mcp.confirm import Answer, ConfirmPolicy, question, read_answer
+from adapter.entrypoints.mcp.confirm import Answer, ConfirmPolicy, ask_in_session, question, read_answer
+from adapter.entrypoints.mcp.eras import era_of
 from adapter.services import CancelToken, Decision, ImportService
 
 __all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
@@ -152,6 +153,8 @@ async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut
 
     An answer commits only what its question described (``expect``), and only once per round.
     """
+    if era_of(call.ctx.protocol_version) == "legacy":
+        return await _commit_legacy_era(call, args)
     answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
     if answer is None:
         if call.confirm.should_ask(call.ctx):
@@ -169,14 +172,7 @@ async def _answered(
         call.service.record_confirmation, call.principal, answer.round_id, answer.subject, answer.decision
     )
     if decision is Decision.DECLINED:
-        return s.CommitImportOut(
-            handle=args.handle,
-            status="declined",
-            operation_id=None,
-            legacy_batch_id=None,
-            record_count=answer.subject.record_count,
-            replayed=False,
-        )
+        return _declined(args.handle, answer.subject.record_count)
     if decision is Decision.ACCEPTED:
         # A final round delivered twice must commit once, so it carries a key of its own.
         key = args.idempotency_key or f"confirmed:{answer.round_id}"
@@ -195,6 +191,45 @@ async def _answered(
     if current is None:
         raise ConfirmationStale(None)
     return question(current, answer.round + 1, answer.started)
+
+
+async def _commit_legacy_era(call: Call, args: s.CommitImportIn) -> s.CommitImportOut:
+    """The 2025 era: the same policy and the same subject, asked inside this request.
+
+    The question (``elicitation/create`` on the session) names the subject: import, target, record
+    count and staged content. An accept commits only that subject (``expect``, checked in the claim
+    transaction); if records were added meanwhile the user is asked again with the new figures, at
+    most ``max_rounds`` times in all. The question lives inside one request, so it cannot be replayed.
+    """
+    for _ in range(call.confirm.max_rounds):
+        if not call.confirm.should_ask(call.ctx):
+            break
+        subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
+        if subject is None:  # the commit itself explains why not (or answers a replay)
+            break
+        decision = await ask_in_session(call.ctx, question_text(subject), call.confirm)
+        if decision is Decision.DECLINED:
+            return _declined(args.handle, subject.record_count)
+        if decision is Decision.ACCEPTED:
+            try:
+                result = await _commit_with_progress(call, args.handle, args.idempotency_key, subject)
+            except ConfirmationStale:
+                continue  # the import changed between the question and the commit: ask again
+            return _commit_out(result)
+    else:
+        raise _ConfirmationMissing()
+    return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+
+
+def _declined(handle: str, record_count: int) -> s.CommitImportOut:
+    return s.CommitImportOut(
+        handle=handle,
+        status="declined",
+        operation_id=None,
+        legacy_batch_id=None,
+        record_count=record_count,
+        replayed=False,
+    )
 
 
 class _ConfirmationMissing(InvalidRequest):
