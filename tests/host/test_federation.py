@@ -239,7 +239,7 @@ async def test_two_concurrent_question_rounds_one_declined_never_swap_answers_or
             both_asked.set()
         with anyio.fail_after(10):
             await both_asked.wait()  # both rounds are open at once before either is answered
-        if "'suppliers'" in question.message:
+        if '"suppliers"' in question.message:  # the question quotes the target
             return ElicitResult(action="decline")
         return ElicitResult(action="accept", content={"confirm": True})
 
