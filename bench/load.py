@@ -234,6 +234,8 @@ def kit_env(database_url: str, legacy: str) -> dict[str, str]:
         ADAPTER_LEGACY_URL=legacy,
         ADAPTER_SECRET=secrets.token_hex(32),
         ADAPTER_CONFIRM_COMMIT="never",
+        ADAPTER_MAX_COMMITS_PER_TENANT="1000",  # one tenant, many clients: the load, not the quota
+        ADAPTER_MAX_OPEN_IMPORTS_PER_PRINCIPAL="100000",
         ADAPTER_DB_POOL_SIZE=str(max(10, 4 + 2 * 32)),
         ADAPTER_DB_MAX_OVERFLOW="20",
     )

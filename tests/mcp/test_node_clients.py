@@ -60,7 +60,7 @@ def check_flow(out: dict[str, Any], legacy_engine: Any) -> None:
     assert out["declined"] == "declined"
     assert out["committed"]["status"] == "committed" and out["committed"]["record_count"] == 30
     assert len(out["asked"]) == 3, out["asked"]  # declined, accepted, and the cancelled commit
-    assert all("'customers'" in q for q in out["asked"][:2]) and "30 staged records" in out["asked"][1]
+    assert all('"customers"' in q for q in out["asked"][:2]) and "30 staged records" in out["asked"][1]
     assert out["progress"] and out["progress"][-1] == 30, json.dumps(out)
     assert out["progress"] == sorted(out["progress"])
     assert out["uri"] in out["updates"], "the subscription heard the commit"

@@ -84,7 +84,10 @@ async def test_annotations_prompts_templates_unknown_tool_and_schema_errors(serv
         assert hints.open_world_hint is False
     assert prompts == []
     assert no_prompt.value.code == -32602
-    assert [(t.uri_template, t.mime_type) for t in templates] == [("import://{handle}", "application/json")]
+    assert [(t.uri_template, t.mime_type) for t in templates] == [
+        ("import://{handle}", "application/json"),
+        ("targets://{name}", "application/json"),  # each target's record schema (wrap-your-own-system.md)
+    ]
     assert (unknown_tool.value.code, unknown_tool.value.message) == (-32602, "Unknown tool: drop_database")
     assert server.error_text(wrong_type).startswith("validation_error: records")
     assert server.error_text(unknown_field).startswith("validation_error: force")

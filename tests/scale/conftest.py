@@ -158,10 +158,11 @@ class Cluster:
                 "ADAPTER_PAGE_SIZE": "3",
                 "ADAPTER_LEASE_SECONDS": "2",
                 "ADAPTER_RECONCILE_INTERVAL_SECONDS": "0.5",
-                "ADAPTER_UNKNOWN_GRACE_SECONDS": "1",
+                "ADAPTER_UNKNOWN_GRACE_SECONDS": "6",  # above the legacy timeout (a start-up rule)
                 "ADAPTER_COMMIT_CHUNK_SIZE": "50",
-                "ADAPTER_LEGACY_TIMEOUT_SECONDS": "30",
+                "ADAPTER_LEGACY_TIMEOUT_SECONDS": "5",
                 "ADAPTER_DB_POOL_SIZE": "20",
+                "ADAPTER_MAX_COMMITS_PER_TENANT": "200",  # these tests prove idempotency, not the quota
                 "ADAPTER_DB_MAX_OVERFLOW": "40",
                 "ADAPTER_DB_POOL_TIMEOUT_SECONDS": "60",
             }
