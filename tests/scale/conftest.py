@@ -36,6 +36,7 @@ from sqlalchemy import create_engine, text
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
+from tests.support.mcp import mcp_headers, modern_meta, parse_body
 
 POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
 SECRET = "scale-secret-" + secrets.token_hex(24)
@@ -98,32 +99,10 @@ class Worker:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "tools/call",
-            "params": {
-                "name": tool,
-                "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            },
+            "params": {"name": tool, "arguments": arguments, "_meta": modern_meta()},
         }
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL_VERSION,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": tool,
-            "Authorization": f"Bearer {TOKENS['alice']}",
-        }
-        response = await http.post(self.url, json=message, headers=headers, timeout=TIMEOUT)
-        final = None
-        for line in response.text.splitlines():
-            if line.startswith("data:"):
-                body = json.loads(line[5:].strip())
-                if "id" in body:
-                    final = body
-        if final is None and response.headers.get("content-type", "").startswith("application/json"):
-            final = response.json()
-        return final
+        headers = mcp_headers("tools/call", tool, token=TOKENS["alice"])
+        return parse_body(await http.post(self.url, json=message, headers=headers, timeout=TIMEOUT))
 
 
 @dataclass

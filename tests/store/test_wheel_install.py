@@ -37,16 +37,24 @@ def _source_copy(target: Path) -> Path:
     return target
 
 
-def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Path) -> None:
+def _installed_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A fresh venv with the project installed from a source copy; returns (python, site-packages).
+
+    Dependencies come from the dev venv, added only after the install so pip never sees its
+    editable install."""
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
     source = _source_copy(tmp_path / "source")
     _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", source, cwd=tmp_path)
-    # Dependencies come from the dev venv, added only now so pip never sees its editable install.
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(_run(python, "-c", purelib, cwd=tmp_path).strip())
     (site / "dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, site
+
+
+def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Path) -> None:
+    python, site = _installed_venv(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
@@ -79,14 +87,7 @@ def make(settings):
 
 def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder(tmp_path: Path) -> None:
     """``legacy-adapter`` (the console script) finds a port module in the folder it runs in."""
-    venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
-    python = venv / "bin" / "python"
-    source = _source_copy(tmp_path / "source")
-    _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", source, cwd=tmp_path)
-    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = Path(_run(python, "-c", purelib, cwd=tmp_path).strip())
-    (site / "dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python, _ = _installed_venv(tmp_path)
     folder = tmp_path / "wrap-shop"
     folder.mkdir()
     (folder / "shop_port.py").write_text(USER_PORT)
@@ -94,7 +95,7 @@ def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder
         db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
     env["SHOP_URL"] = f"sqlite:///{folder / 'shop.db'}"
-    command = venv / "bin" / "legacy-adapter"
+    command = python.parent / "legacy-adapter"  # the console script beside the venv's python
 
     checked = _run(
         command,
