@@ -21,7 +21,7 @@ from adapter.services.imports import add_records, begin_import, import_status
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
-from adapter.services.quotas import Slots
+from adapter.services.quotas import CommitSlot, Slots
 from adapter.services.reconcile import Resolution, reconcile_operation, reconcile_pass
 
 __all__ = [
@@ -75,7 +75,7 @@ class ImportService:
         cancel: CancelToken | None = None,
         expect: CommitSubject | None = None,
     ) -> CommitResult:
-        with self.commit_slots.hold(principal.tenant, "commits of this tenant"):
+        with CommitSlot(self.commit_slots, principal.tenant, "commits of this tenant") as slot:
             return commit_import(
                 self.ctx,
                 principal,
@@ -84,6 +84,7 @@ class ImportService:
                 progress=progress,
                 cancel=cancel,
                 expect=expect,
+                slot=slot,
             )
 
     def confirmation_subject(self, principal: Principal, handle: str) -> CommitSubject | None:

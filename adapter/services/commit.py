@@ -62,6 +62,7 @@ from adapter.services.idempotency import check_fingerprint, new_operation, retry
 from adapter.services.late_commits import earlier_batch_committed, earlier_batch_refs
 from adapter.services.leases import Heartbeat, new_lease_owner, release_lease, take_lease
 from adapter.services.progress import ProgressReporter
+from adapter.services.quotas import CommitSlot
 from adapter.services.retries import legacy_retrying
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -155,18 +156,21 @@ def commit_import(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     expect: CommitSubject | None = None,
+    slot: CommitSlot | None = None,
 ) -> CommitResult:
     """Commit the import's staged records as one legacy batch, at most once.
 
     ``expect`` is what a person confirmed: the commit starts only if the import still is exactly
-    that (checked in the claim transaction, so no record can slip in between).
+    that (checked in the claim transaction, so no record can slip in between). ``slot`` is the
+    legacy session slot the claim takes if, and only if, the commit starts (the caller frees it).
 
-    Raises HandleNotFound, HandleExpired, IdempotencyKeyReused, InvalidState, ConfirmationStale.
+    Raises HandleNotFound, HandleExpired, IdempotencyKeyReused, InvalidState, ConfirmationStale,
+    QuotaExceeded.
     Every legacy outcome is returned as a CommitResult status, never raised.
     """
     key = validate_key(idempotency_key)
     request = fingerprint("commit", {"handle": ctx.codec.digest(handle)})
-    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request, expect))  # 1. claim
+    claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request, expect, slot))  # 1. claim
     if isinstance(claim, CommitResult):
         return claim  # a replay, answered from the record
     reporter = ProgressReporter(progress, claim.total, ctx.commit_policy.progress_pulse_seconds)
@@ -210,6 +214,7 @@ def _claim(
     key: str | None,
     request: str,
     expect: CommitSubject | None = None,
+    slot: CommitSlot | None = None,
 ) -> _Claim | CommitResult:
     """Answer from the record, or take the import and an operation for this run (one transaction)."""
     with ctx.store.unit_of_work() as uow:
@@ -237,6 +242,8 @@ def _claim(
             raise ConfirmationStale(current)
         if row.record_count == 0:
             raise InvalidState("the import has no records to commit")
+        if slot is not None:
+            slot.take()  # QuotaExceeded here: refused before anything changed
 
         if reuse is None:
             operation = new_operation(

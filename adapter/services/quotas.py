@@ -103,8 +103,8 @@ class Slots:
         self._all = 0
         self._lock = threading.Lock()
 
-    @contextmanager
-    def hold(self, key: str, what: str) -> Iterator[None]:
+    def take(self, key: str, what: str) -> None:
+        """Take one slot for ``key`` or raise QuotaExceeded; every take is paired with a release."""
         with self._lock:
             if self._held.get(key, 0) >= self.per_key:
                 raise QuotaExceeded(f"too many {what} at once", self.per_key_setting, self.per_key)
@@ -114,20 +114,50 @@ class Slots:
                 )
             self._held[key] = self._held.get(key, 0) + 1
             self._all += 1
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            self._all -= 1
+            left = self._held[key] - 1
+            if left:
+                self._held[key] = left
+            else:
+                del self._held[key]
+
+    @contextmanager
+    def hold(self, key: str, what: str) -> Iterator[None]:
+        self.take(key, what)
         try:
             yield
         finally:
-            with self._lock:
-                self._all -= 1
-                left = self._held[key] - 1
-                if left:
-                    self._held[key] = left
-                else:
-                    del self._held[key]
+            self.release(key)
 
     def held(self, key: str) -> int:
         with self._lock:
             return self._held.get(key, 0)
+
+
+class CommitSlot:
+    """The legacy session slot of one commit call: taken at the claim, only if the commit starts,
+    and given back when the call ends. A repeat answered from the record never takes one, so
+    duplicates of a running commit are answered ``in_progress`` even when every slot is taken."""
+
+    def __init__(self, slots: Slots, key: str, what: str) -> None:
+        self.slots, self.key, self.what = slots, key, what
+        self.taken = False
+
+    def take(self) -> None:
+        if not self.taken:  # a claim retried after a write conflict keeps the slot it took
+            self.slots.take(self.key, self.what)
+            self.taken = True
+
+    def __enter__(self) -> CommitSlot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.taken:
+            self.taken = False
+            self.slots.release(self.key)
 
 
 def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int, staged_bytes: int = 0) -> int:

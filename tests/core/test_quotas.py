@@ -105,6 +105,37 @@ def test_concurrent_commits_per_tenant_are_refused_not_queued(
     assert service.commit_slots.held("acme") == 0
 
 
+def test_a_repeat_of_a_running_commit_is_answered_even_when_every_slot_is_taken(
+    ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    service = with_quotas(ctx, legacy_sessions=1, max_commits_per_tenant=1)
+    handle = service.begin(alice, "a").handle
+    service.add(alice, handle, [{"n": 1}])
+    legacy_engine.update_faults(latency_ms=400)
+    results: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: results.append(service.commit(alice, handle, idempotency_key="k1"))
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while service.status(alice, handle).status != "committing" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        repeat = service.commit(alice, handle, idempotency_key="k1")  # the same request again
+        assert repeat.status == "in_progress"
+        other = service.begin(alice, "b").handle
+        service.add(alice, other, [{"n": 1}])
+        with pytest.raises(QuotaExceeded):  # a commit that would start still needs a slot
+            service.commit(alice, other)
+        assert service.status(alice, other).status == "open"
+    finally:
+        worker.join(30)
+        legacy_engine.update_faults(latency_ms=0)
+    assert results[0].status == "committed"
+    assert repeat.operation_id == results[0].operation_id
+    assert service.commit_slots.held("acme") == 0
+
+
 def test_legacy_sessions_per_process(
     ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
