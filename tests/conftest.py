@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+import adapter.entrypoints.http.app  # noqa: F401  (see below)
 from adapter.bootstrap import Kit
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
@@ -27,6 +28,10 @@ from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
 from tests.support.kit import kit_settings, running_kit
+
+# freeze_time walks every loaded module's dir(), which loads ``adapter``'s lazy public names; a
+# module first imported under a frozen clock captures freezegun's FakeDatetime in its pydantic
+# models. Loading the app here first keeps each test's result independent of which ran before it.
 
 
 def _postgres_schema_url(base: str, schema: str) -> str:

@@ -27,6 +27,7 @@ from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["add_records", "begin_import", "import_status"]
 
+
 def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
     limits = ctx.limits
     if not isinstance(target, str) or not target.strip() or len(target) > limits.max_target_length:

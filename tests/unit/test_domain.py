@@ -84,7 +84,10 @@ def test_every_state_has_a_transition_entry_and_final_states_have_none() -> None
         assert IMPORT_TRANSITIONS[final] == frozenset()
     # Open to committed happens only when a COMMIT reconciled as "not committed" proves to have landed.
     assert IMPORT_TRANSITIONS[ImportState.OPEN] == {
-        ImportState.COMMITTING, ImportState.ABORTED, ImportState.EXPIRED, ImportState.COMMITTED,
+        ImportState.COMMITTING,
+        ImportState.ABORTED,
+        ImportState.EXPIRED,
+        ImportState.COMMITTED,
     }
     assert ImportState.OPEN not in IMPORT_TRANSITIONS[ImportState.COMMITTED]
 
