@@ -74,7 +74,11 @@ def serve_stdio(settings: Settings) -> int:
     gateway = McpGateway(kit.service, settings)
 
     async def main() -> None:
-        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+        async with (
+            kit.store.async_reads(settings.db_pool_size, settings.db_pool_timeout_seconds),
+            stdio_server() as (read, write),
+            anyio.create_task_group() as tasks,
+        ):
             tasks.start_soon(run_event_feed, kit.service, gateway.publish_changes)
             tasks.start_soon(run_maintenance_loop, kit.service, settings)
             # The first request fixes the era; a 2026-07-28 request after initialize gets -32022.

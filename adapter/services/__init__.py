@@ -17,7 +17,7 @@ from adapter.services.abort import abort_import, compensate_import
 from adapter.services.commit import commit_import
 from adapter.services.confirmation import Decision, commit_subject, mark_stale, record_decision
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
-from adapter.services.imports import add_records, begin_import, import_status
+from adapter.services.imports import add_records, begin_import, import_status, import_status_async
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
@@ -106,6 +106,10 @@ class ImportService:
 
     def status(self, principal: Principal, handle: str) -> ImportView:
         return import_status(self.ctx, principal, handle)
+
+    async def status_async(self, principal: Principal, handle: str) -> ImportView:
+        """``status`` for callers on an event loop (the MCP tool): no thread hop where avoidable."""
+        return await import_status_async(self.ctx, principal, handle)
 
     def operation_status(
         self, principal: Principal, *, operation_id: str | None = None, idempotency_key: str | None = None

@@ -22,10 +22,11 @@ from adapter.services.access import effective_state, find_usable_import, handle_
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once, validate_key
 from adapter.services.quotas import check_add, check_begin, check_tenant_bytes
+from adapter.store.reads import ImportWithOperations
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records", "begin_import", "import_status"]
+__all__ = ["add_records", "begin_import", "import_status", "import_status_async"]
 
 
 def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
@@ -151,15 +152,22 @@ def add_records(
 
 def import_status(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
     """The import's current state; an open import past its expiry shows as expired."""
-    digest = handle_digest(handle)
-    rows = ctx.store.import_with_operations(digest)  # the hot path: one statement, no session
-    row = require_owner(principal, rows[0] if rows else None)
-    operations = tuple(
-        OperationSummary(operation_id=r.op_id, kind=r.op_kind, status=r.op_status, created_at=r.op_created_at)
-        for r in rows
-        if r.op_id is not None
-    )
-    return to_view(row, handle, ctx, operations)
+    found = ctx.store.import_with_operations(handle_digest(handle))  # one prepared statement
+    return _status_view(ctx, principal, handle, found)
+
+
+async def import_status_async(ctx: ServiceContext, principal: Principal, handle: str) -> ImportView:
+    """``import_status`` for a caller on an event loop: the hot path, polled by hosts, reads without
+    a worker-thread hop where the store can (see ``store/reads.py``)."""
+    found = await ctx.store.import_with_operations_async(handle_digest(handle))
+    return _status_view(ctx, principal, handle, found)
+
+
+def _status_view(
+    ctx: ServiceContext, principal: Principal, handle: str, found: ImportWithOperations | None
+) -> ImportView:
+    row = require_owner(principal, found[0] if found else None)
+    return to_view(row, handle, ctx, found[1] if found else ())
 
 
 def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[OperationSummary]) -> ImportView:

@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row
+import anyio.to_thread
+from sqlalchemy import Engine
 from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
-from adapter.store.errors import raise_translated
 from adapter.store.notify import install_event_notify
-from adapter.store.reads import IMPORT_WITH_OPERATIONS
+from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["Store"]
 
 
 class Store:
-    """Owns the engine; hands out units of work. Built once at start-up by ``adapter.bootstrap``."""
+    """Owns the engines; hands out units of work and the hot reads. Built once at start-up by
+    ``adapter.bootstrap``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session_factory = make_session_factory(engine)
+        self._reads = ImportReads(engine)
+        self._async_reads: tuple[asyncio.AbstractEventLoop, AsyncImportReads] | None = None
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
         if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
@@ -40,31 +44,36 @@ class Store:
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory)
 
-    @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A connection for single-statement, read-only hot paths: no ORM session, no transaction.
+    def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
+        """The import with this handle digest and its operations, oldest first (``reads.py``), on the
+        hot read path; None when no import has this digest."""
+        return self._reads.import_with_operations(handle_digest)
 
-        Use as ``with store.read() as conn: conn.execute(...)``; driver errors leave the block as
-        ``StoreUnavailable`` (or ``StoreConflict``), as from a unit of work.
-        """
+    async def import_with_operations_async(self, handle_digest: str) -> ImportWithOperations | None:
+        """The same read for a caller on an event loop: awaited on the loop's own async pool while
+        ``async_reads`` runs on it, inline on SQLite, in a worker thread otherwise."""
+        reads = self._async_reads
+        if reads is not None and reads[0] is asyncio.get_running_loop():
+            return await reads[1].import_with_operations(handle_digest)
+        if self.local_reads:
+            return self._reads.import_with_operations(handle_digest)
+        return await anyio.to_thread.run_sync(self._reads.import_with_operations, handle_digest)
+
+    @asynccontextmanager
+    async def async_reads(self, max_size: int = 10, timeout: float = 10.0) -> AsyncIterator[None]:
+        """Serve ``import_with_operations_async`` from a pool of async connections on this event
+        loop while the block runs (a server's lifespan). No-op on SQLite."""
+        if self.local_reads or self._async_reads is not None:
+            yield
+            return
+        reads = AsyncImportReads(self.engine, max_size, timeout)
+        await reads.open()
+        self._async_reads = (asyncio.get_running_loop(), reads)
         try:
-            with self.engine.connect() as connection:
-                connection.execution_options(adapter_read_only=True)
-                if not self.local_reads:  # SQLite already runs without BEGIN (see engine.py)
-                    connection.execution_options(isolation_level="AUTOCOMMIT")
-                yield connection
-        except Exception as exc:
-            raise_translated(exc, self.engine.dialect.dbapi)
-            raise
-
-    def import_with_operations(self, handle_digest: str) -> Sequence[Row[Any]]:
-        """The import with this handle digest joined with its operations (``reads.py``), on the read path.
-
-        One row per operation, oldest first (one row with NULL ``op_*`` when it has none); none when
-        no import has this digest.
-        """
-        with self.read() as connection:
-            return connection.execute(IMPORT_WITH_OPERATIONS, {"digest": handle_digest}).all()
+            yield
+        finally:
+            self._async_reads = None
+            await reads.close()
 
     def dispose(self) -> None:
         self.engine.dispose()

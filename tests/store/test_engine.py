@@ -3,13 +3,20 @@ work hands out the kit's own store errors, never a driver's."""
 
 from __future__ import annotations
 
+import secrets
 import socket
 from pathlib import Path
 
+import anyio
 import pytest
+from sqlalchemy import create_engine, text
 
 from adapter.domain.errors import StoreConflict, StoreUnavailable
+from adapter.domain.identity import Principal
+from adapter.domain.views import ImportView
+from adapter.services import ImportService
 from adapter.store import Store
+from adapter.store.reads import IMPORT_WITH_OPERATIONS, ImportFields
 
 
 def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
@@ -45,12 +52,73 @@ def test_a_database_that_does_not_answer_is_store_unavailable_on_both_paths(
             uow.ping()
         with pytest.raises(StoreUnavailable) as read:
             store.import_with_operations("x")
+
+        async def on_a_loop() -> None:
+            async with store.async_reads(max_size=1, timeout=2.0):
+                await store.import_with_operations_async("x")
+
+        with pytest.raises(StoreUnavailable) as read_on_loop:
+            anyio.run(on_a_loop)
     finally:
         store.dispose()
-    for caught in (unit, read):
+    for caught in (unit, read, read_on_loop):
         assert caught.value.code == "database_unavailable" and caught.value.__cause__ is not None
 
 
 def test_a_url_no_driver_understands_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not a usable database URL"):
         Store.from_url("nosuchdialect://x")
+
+
+def _drop_connections(db_url: str, application_name: str) -> None:
+    """Terminate this test's connections (the server side of a failover), no one else's."""
+    if not db_url.startswith("postgresql"):
+        return
+    killer = create_engine(db_url)
+    with killer.begin() as conn:
+        dropped = conn.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = :name AND pid <> pg_backend_pid()"
+            ),
+            {"name": application_name},
+        ).scalar_one()
+    killer.dispose()
+    assert dropped >= 1
+
+
+@pytest.mark.parametrize("path", ["thread", "event loop"])
+def test_the_status_read_survives_a_connection_the_database_dropped(
+    path: str, service: ImportService, alice: Principal, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot read path pings no connection before use (a round trip per call): a pooled connection
+    the server closed meanwhile is found dead by the read itself, thrown away, and the read runs once
+    more on a fresh one, so the caller never sees the failover. Both paths: the blocking one and
+    the async one a server's event loop uses (``Store.async_reads``)."""
+    name = f"t-{secrets.token_hex(4)}"
+    monkeypatch.setenv("PGAPPNAME", name)  # libpq names every connection this test makes from here on
+    handle = service.begin(alice, "customers").handle
+    service.add(alice, handle, [{"n": 1}])
+
+    async def on_a_loop() -> tuple[ImportView, ImportView]:
+        async with service.ctx.store.async_reads(max_size=2):
+            first = await service.status_async(alice, handle)
+            _drop_connections(db_url, name)
+            return first, await service.status_async(alice, handle)
+
+    if path == "event loop":
+        before, after = anyio.run(on_a_loop)
+    else:
+        before = service.status(alice, handle)
+        _drop_connections(db_url, name)
+        after = service.status(alice, handle)
+    assert (after.import_id, after.record_count, after.status) == (before.import_id, 1, "open")
+    assert after.expires_at == before.expires_at and after.expires_at.tzinfo is not None
+    assert after.operations == before.operations == service.status(alice, handle).operations
+
+
+def test_the_status_read_names_the_columns_of_its_statement() -> None:
+    """``ImportFields`` and the four ``op_*`` columns are read by position: a column added to the
+    imports table must be added to ``ImportFields`` in the same place."""
+    columns = tuple(c.key for c in IMPORT_WITH_OPERATIONS.selected_columns)
+    assert columns == (*ImportFields._fields, "op_id", "op_kind", "op_status", "op_created_at")

@@ -87,7 +87,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with gateway.server.session_manager.run(), anyio.create_task_group() as tasks:
+        async with (
+            kit.store.async_reads(settings.db_pool_size, settings.db_pool_timeout_seconds),
+            gateway.server.session_manager.run(),
+            anyio.create_task_group() as tasks,
+        ):
             tasks.start_soon(
                 functools.partial(
                     run_event_feed,

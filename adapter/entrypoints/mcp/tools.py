@@ -81,18 +81,6 @@ async def run_in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
-async def run_read(call: Call, fn: Callable[..., T], *args: Any) -> T:
-    """Run a short read-only service call: inline when the store never blocks a reader, else in a thread.
-
-    An embedded SQLite store in WAL mode answers a read from a local file without waiting for any
-    writer, in about 0.1 ms: less than the hop to a worker thread and back. A networked database
-    could stall the event loop, so its reads take the thread.
-    """
-    if call.service.ctx.store.local_reads:
-        return fn(*args)
-    return await run_in_thread(fn, *args)
-
-
 async def run_cancellable(fn: Callable[[CancelToken], T]) -> T:
     """Run a long service call that watches a cancel token.
 
@@ -288,7 +276,7 @@ async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
 
 
 async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportStatusOut:
-    view = await run_read(call, call.service.status, call.principal, args.handle)
+    view = await call.service.status_async(call.principal, args.handle)
     return s.ImportStatusOut(
         handle=view.handle,
         import_id=view.import_id,
