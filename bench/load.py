@@ -227,7 +227,7 @@ def measure(name: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def kit_env(database_url: str, legacy: str) -> dict[str, str]:
+def kit_env(database_url: str, legacy: str, clients: int, workers: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
     env.update(
         ADAPTER_DATABASE_URL=database_url,
@@ -236,8 +236,12 @@ def kit_env(database_url: str, legacy: str) -> dict[str, str]:
         ADAPTER_CONFIRM_COMMIT="never",
         ADAPTER_MAX_COMMITS_PER_TENANT="1000",  # one tenant, many clients: the load, not the quota
         ADAPTER_MAX_OPEN_IMPORTS_PER_PRINCIPAL="100000",
-        ADAPTER_DB_POOL_SIZE=str(max(10, 4 + 2 * 32)),
-        ADAPTER_DB_MAX_OVERFLOW="20",
+        # Every client may be committing at once; the naive wrapper has no such bound either.
+        ADAPTER_LEGACY_SESSIONS=str(max(16, clients)),
+        # A worker's share of the clients plus the heartbeats and background loops, within
+        # PostgreSQL's 100 connections for both workers together (docs/deployment.md, sizing).
+        ADAPTER_DB_POOL_SIZE=str(clients // workers + 8),
+        ADAPTER_DB_MAX_OVERFLOW="8",
     )
     return env
 
@@ -259,7 +263,7 @@ def run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) 
     workers = 2 if name == "kit_x2" else 1
     with fresh_database("postgres", workdir, args.postgres_url) as database_url:
         command = [sys.executable, "-m", "adapter", "serve", "--port", str(port), "--workers", str(workers)]
-        with running(command, kit_env(database_url, legacy), port, log) as url:
+        with running(command, kit_env(database_url, legacy, args.clients, workers), port, log) as url:
             return measure(name, url, args)
 
 

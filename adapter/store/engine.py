@@ -7,9 +7,11 @@ instead of waiting, which would turn ordinary concurrency into errors.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["make_engine", "make_session_factory"]
@@ -22,7 +24,42 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, **kwargs)
+    _ping_after_idle(engine)
+    return engine
+
+
+IDLE_PING_SECONDS = 1.0
+"""A pooled connection idle longer than this is pinged before it is handed out."""
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """SQLAlchemy's ``pool_pre_ping``, but only for connections that sat idle.
+
+    ``pool_pre_ping`` costs a round trip on every checkout: a fifth of a busy worker's database
+    time under load (``bench/load.py``), spent on connections used a millisecond earlier. A
+    connection is most likely dead after a pause (a restarted or failed-over server, a firewall
+    dropping idle flows), so only those are pinged; a dead one is thrown away and the checkout takes
+    another (raising ``DisconnectionError`` here is SQLAlchemy's documented way to do that). A
+    connection that dies within the second after its last use fails its statement instead, which
+    the caller gets as ``database_unavailable``, and SQLAlchemy then drops the whole pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < IDLE_PING_SECONDS:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError() from exc
+        if not alive:
+            raise DisconnectionError()
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -16,6 +16,7 @@ from adapter.domain.identity import Principal
 from adapter.domain.views import ImportView
 from adapter.services import ImportService
 from adapter.store import Store
+from adapter.store import engine as engine_module
 from adapter.store.reads import IMPORT_WITH_OPERATIONS, ImportFields
 
 
@@ -122,3 +123,20 @@ def test_the_status_read_names_the_columns_of_its_statement() -> None:
     imports table must be added to ``ImportFields`` in the same place."""
     columns = tuple(c.key for c in IMPORT_WITH_OPERATIONS.selected_columns)
     assert columns == (*ImportFields._fields, "op_id", "op_kind", "op_status", "op_created_at")
+
+
+def test_a_connection_that_sat_idle_is_pinged_before_a_transaction_gets_it(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes ping only connections idle longer than ``IDLE_PING_SECONDS`` (not every checkout, a
+    round trip each): one the server dropped meanwhile is replaced before the transaction runs."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has no server to drop a connection")
+    name = f"t-{secrets.token_hex(4)}"
+    monkeypatch.setenv("PGAPPNAME", name)
+    with store.unit_of_work() as uow:
+        uow.ping()
+    _drop_connections(db_url, name)
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 0.0)  # every pooled connection counts as idle
+    with store.unit_of_work() as uow:
+        uow.ping()  # on a fresh connection: the dead one failed its ping and was thrown away
