@@ -45,7 +45,7 @@ from adapter.entrypoints.admin.schemas import (
 )
 from adapter.services import admin as svc
 
-__all__ = ["AdminRoute", "error_status", "operation_detail_out", "router"]
+__all__ = ["AdminRoute", "router"]
 
 log = logging.getLogger("adapter.admin")
 
@@ -122,6 +122,33 @@ def _utc(value: datetime | None, name: str) -> datetime | None:
         raise InvalidRequest(f"{name} is out of range") from None
 
 
+class Listing:
+    """The query parameters both operator lists take: whose, created when, and which page.
+
+    The times become UTC only in :meth:`filters`, which the route calls, so an out-of-range bound
+    is the route's 400 after FastAPI has checked every parameter.
+    """
+
+    def __init__(
+        self,
+        principal: Text = None,
+        tenant: Text = None,
+        since: When = None,
+        until: When = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> None:
+        self.principal, self.tenant, self.since, self.until = principal, tenant, since, until
+        self.limit, self.cursor = limit, cursor
+
+    def filters(self) -> dict[str, Any]:
+        """The filter fields both lists share."""
+        since, until = _utc(self.since, "since"), _utc(self.until, "until")
+        return {"principal": self.principal, "tenant": self.tenant, "since": since, "until": until}
+
+
+Listed = Annotated[Listing, Depends()]
+
 # --- reading ------------------------------------------------------------------------------------
 
 _READ = _responses(400, 401, 404, 503)
@@ -131,16 +158,11 @@ _READ = _responses(400, 401, 404, 503)
 def list_operations(
     identity: Viewer,
     admin: Admin,
+    listing: Listed,
     status: Annotated[OperationState | None, Query()] = None,
     kind: Annotated[OperationKind | None, Query()] = None,
-    principal: Text = None,
-    tenant: Text = None,
     idempotency_key: Text = None,
     import_id: Text = None,
-    since: When = None,
-    until: When = None,
-    limit: Limit = 50,
-    cursor: Cursor = None,
 ) -> OperationPageOut:
     """Every principal's operations, newest first, filtered; keyset-paginated.
 
@@ -150,14 +172,12 @@ def list_operations(
     filters = svc.OperationFilter(
         status=status.value if status else None,
         kind=kind.value if kind else None,
-        principal=principal,
-        tenant=tenant,
         idempotency_key=idempotency_key,
         import_id=import_id,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
+        **listing.filters(),
     )
-    return OperationPageOut.model_validate(admin.list_operations(filters, limit=limit, cursor=cursor))
+    page = admin.list_operations(filters, limit=listing.limit, cursor=listing.cursor)
+    return OperationPageOut.model_validate(page)
 
 
 @router.get(
@@ -175,25 +195,14 @@ def get_operation(identity: Viewer, admin: Admin, operation_id: OperationId) -> 
 def list_imports(
     identity: Viewer,
     admin: Admin,
+    listing: Listed,
     status: Annotated[ImportState | None, Query()] = None,
-    principal: Text = None,
-    tenant: Text = None,
     target: Text = None,
-    since: When = None,
-    until: When = None,
-    limit: Limit = 50,
-    cursor: Cursor = None,
 ) -> ImportPageOut:
     """Every principal's imports, newest first, filtered; keyset-paginated like the operations."""
-    filters = svc.ImportFilter(
-        status=status.value if status else None,
-        principal=principal,
-        tenant=tenant,
-        target=target,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
-    )
-    return ImportPageOut.model_validate(admin.list_imports(filters, limit=limit, cursor=cursor))
+    filters = svc.ImportFilter(status=status.value if status else None, target=target, **listing.filters())
+    page = admin.list_imports(filters, limit=listing.limit, cursor=listing.cursor)
+    return ImportPageOut.model_validate(page)
 
 
 @router.get(
