@@ -185,6 +185,9 @@ def _parser(column: Column[Any]) -> Callable[[Any], Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class _CopyStatements:
+    """The COPY path of one column set on PostgreSQL: stage the rows in a temporary table ``name``
+    (``create``), ``copy`` them in, ``insert`` them into the target returning their keys, ``clear``."""
+
     name: str
     create: str
     copy: str
