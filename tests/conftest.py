@@ -34,6 +34,12 @@ from tests.support.kit import kit_settings, running_kit
 # models. Loading the app here first keeps each test's result independent of which ran before it.
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """The kit runs on asyncio (uvicorn, the MCP SDK): async tests run there, not on trio too."""
+    return "asyncio"
+
+
 def _postgres_schema_url(base: str, schema: str) -> str:
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}options=-csearch_path%3D{schema}"
