@@ -1,7 +1,8 @@
 """legacy-mcp-adapter: wrap a stateful legacy system as a stateless, safe MCP server.
 
-The public surface is what ``__all__`` lists; everything else may change between versions. It is
-pinned by ``tests/unit/test_public_surface.py``, so a change here is always deliberate.
+The public surface is what ``__all__`` lists (the keys of ``_HOME``, where each name is written once);
+everything else may change between versions. It is pinned by ``tests/unit/test_public_surface.py``, so
+a change here is always deliberate.
 
 * settings: :class:`Settings`, :func:`load_settings`, :class:`ConfigError`;
 * wiring: :func:`build` returns a :class:`Kit` (settings, store, legacy port, services);
@@ -46,46 +47,28 @@ _HOME = {
     "create_app": "adapter.entrypoints.http.app",
 }
 
-__all__ = [
-    "BatchStatus",
-    "CommittedBatch",
-    "CommittedBatchInfo",
-    "ConfigError",
-    "Kit",
-    "LegacyError",
-    "LegacyFailed",
-    "LegacyOutcomeUnknown",
-    "LegacyPort",
-    "LegacySession",
-    "LegacyTransient",
-    "Settings",
-    "Target",
-    "TargetCatalog",
-    "VoidResult",
-    "__version__",
-    "build",
-    "create_app",
-    "load_settings",
-]
+# The names listed once, in ``_HOME``; ``__all__`` follows it.
+__all__ = ["__version__", *_HOME]
 
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
-    from adapter.bootstrap import Kit, build
-    from adapter.config import ConfigError, Settings, load_settings
-    from adapter.entrypoints.http.app import create_app
-    from adapter.ports.legacy import (
-        BatchStatus,
-        CommittedBatch,
-        CommittedBatchInfo,
-        LegacyError,
-        LegacyFailed,
-        LegacyOutcomeUnknown,
-        LegacyPort,
-        LegacySession,
-        LegacyTransient,
-        Target,
-        TargetCatalog,
-        VoidResult,
-    )
+if TYPE_CHECKING:  # for type checkers and IDEs (``X as X`` exports it); at run time the names load lazily
+    from adapter.bootstrap import Kit as Kit
+    from adapter.bootstrap import build as build
+    from adapter.config import ConfigError as ConfigError
+    from adapter.config import Settings as Settings
+    from adapter.config import load_settings as load_settings
+    from adapter.entrypoints.http.app import create_app as create_app
+    from adapter.ports.legacy import BatchStatus as BatchStatus
+    from adapter.ports.legacy import CommittedBatch as CommittedBatch
+    from adapter.ports.legacy import CommittedBatchInfo as CommittedBatchInfo
+    from adapter.ports.legacy import LegacyError as LegacyError
+    from adapter.ports.legacy import LegacyFailed as LegacyFailed
+    from adapter.ports.legacy import LegacyOutcomeUnknown as LegacyOutcomeUnknown
+    from adapter.ports.legacy import LegacyPort as LegacyPort
+    from adapter.ports.legacy import LegacySession as LegacySession
+    from adapter.ports.legacy import LegacyTransient as LegacyTransient
+    from adapter.ports.legacy import Target as Target
+    from adapter.ports.legacy import TargetCatalog as TargetCatalog
+    from adapter.ports.legacy import VoidResult as VoidResult
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PositiveFloat, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./adapter.db"
     legacy_url: str = "embedded"
     legacy_db: str = "./legacy_sim.db"
-    legacy_timeout_seconds: float = Field(default=10.0, gt=0)
+    legacy_timeout_seconds: PositiveFloat = 10.0
     # Your own system: "package.module:factory", factory(settings) -> LegacyPort. Unset: the simulator.
     legacy_port: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     secret: str | None = None
@@ -56,8 +56,8 @@ class Settings(BaseSettings):
     # --- the database connections (per worker; see docs/deployment.md for sizing) ---
     db_pool_size: int = Field(default=10, ge=1, le=1000)
     db_max_overflow: int = Field(default=10, ge=0, le=1000)
-    db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
-    event_catch_up_seconds: float = Field(default=1.0, gt=0)
+    db_pool_timeout_seconds: PositiveFloat = 10.0
+    event_catch_up_seconds: PositiveFloat = 1.0
     # --- operations (admin API, dashboard) ---
     admin_token: str | None = None
     admin_readonly_token: str | None = None
@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     dashboard_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     operator_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
     login_max_failures: int = Field(default=5, ge=1, le=1000)
-    login_failure_window_seconds: float = Field(default=60.0, gt=0)
+    login_failure_window_seconds: PositiveFloat = 60.0
     # --- quotas and fairness (adapter/domain/quotas.py; docs/operations.md, "Quotas") ---
     max_records_per_import: int = Field(default=100_000, ge=1, le=100_000_000)
     max_import_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
@@ -80,9 +80,9 @@ class Settings(BaseSettings):
     max_uris_per_listen: int = Field(default=100, ge=1, le=10_000)
     delete_batch_size: int = Field(default=2000, ge=1, le=100_000)
     # --- reconciliation and retention ---
-    reconcile_interval_seconds: float = Field(default=5.0, gt=0)
+    reconcile_interval_seconds: PositiveFloat = 5.0
     unknown_grace_seconds: float = Field(default=30.0, ge=0)
-    retention_days: float = Field(default=7.0, gt=0)
+    retention_days: PositiveFloat = 7.0
     purge_batch_size: int = Field(default=500, ge=1, le=100_000)
     # --- the MCP server ---
     tokens: str | None = None
@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # Which MCP protocol eras are served: "modern" (2026-07-28, per-request envelope) and "legacy"
     # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
     protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
-    legacy_session_idle_seconds: float = Field(default=1800.0, gt=0)
+    legacy_session_idle_seconds: PositiveFloat = 1800.0
 
     @field_validator(
         "allowed_origins", "allowed_hosts", "dashboard_allowed_origins", "protocol_eras", mode="before"

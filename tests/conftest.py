@@ -8,13 +8,11 @@ own schema, so runs do not interfere and nothing is left behind.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
 
 import adapter.entrypoints.http.app  # noqa: F401  (see below)
 from adapter.bootstrap import Kit
@@ -28,10 +26,17 @@ from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
 from tests.support.kit import kit_settings, running_kit
+from tests.support.postgres import postgres_schema
 
 # freeze_time walks every loaded module's dir(), which loads ``adapter``'s lazy public names; a
 # module first imported under a frozen clock captures freezegun's FakeDatetime in its pydantic
 # models. Loading the app here first keeps each test's result independent of which ran before it.
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The kit runs on asyncio (uvicorn, the MCP SDK): async tests run there, not on trio too."""
+    return "asyncio"
 
 
 def _postgres_schema_url(base: str, schema: str) -> str:
@@ -46,16 +51,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'adapter.db'}"
         return
     assert POSTGRES_URL
-    schema = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
+    with postgres_schema("t") as (_, schema):
         yield _postgres_schema_url(POSTGRES_URL, schema)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture

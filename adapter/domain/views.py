@@ -56,6 +56,9 @@ class CommitResult:
 
 @dataclass(frozen=True, slots=True)
 class AbortResult:
+    """What abort answers: the import's handle and the state the abort left it in (a committed import
+    is compensated, so its state then says how far the compensation got)."""
+
     handle: str
     status: str
 
@@ -72,8 +75,8 @@ class OperationSummary:
 class ImportView:
     handle: str
     import_id: str
-    status: str
     target: str
+    status: str
     record_count: int
     expires_at: datetime
     created_at: datetime

@@ -17,38 +17,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
+from adapter.legacy.outcomes import outcome_of
 from adapter.ports.legacy import (
     BatchStatus,
     CommittedBatch,
-    LegacyFailed,
-    LegacyOutcomeUnknown,
     LegacyPort,
     LegacySession,
-    LegacyTransient,
     Record,
-    Target,
     VoidResult,
 )
-from adapter.ports.targets import begin_batch, port_targets
 
-__all__ = ["InstrumentedPort", "InstrumentedSession", "Observer", "outcome_of"]
+__all__ = ["InstrumentedPort", "InstrumentedSession", "Observer"]
 
 Observer = Callable[[str, float, str], None]
 """``observe(command, seconds, outcome)``; must be quick and must not raise (errors are logged)."""
 
 log = logging.getLogger("adapter.legacy.instrumented")
-
-
-def outcome_of(exc: BaseException | None) -> str:
-    if exc is None:
-        return "ok"
-    if isinstance(exc, LegacyOutcomeUnknown):
-        return "outcome_unknown"
-    if isinstance(exc, LegacyTransient):
-        return "transient"
-    if isinstance(exc, LegacyFailed):
-        return "failed"
-    return "error"
 
 
 class _Observers:
@@ -85,46 +70,50 @@ class _Observers:
             self.notify(command, time.perf_counter() - started, outcome_of(error))
 
 
-class InstrumentedSession:
+class InstrumentedSession(ForwardingSession):
     """A session whose every command is timed; see :class:`InstrumentedPort`."""
 
     def __init__(self, inner: LegacySession, observers: _Observers) -> None:
+        super().__init__(inner)
         self.inner = inner
         self._observers = observers
 
     def begin(self, batch_ref: str, target: str = "") -> None:
         """``target`` defaults to "" for callers of the first protocol version (``begin(batch_ref)``)."""
         with self._observers.timed("begin"):
-            begin_batch(self.inner, batch_ref, target)
+            super().begin(batch_ref, target)
 
     def add(self, records: Sequence[Record]) -> None:
         with self._observers.timed("add"):
-            self.inner.add(records)
+            super().add(records)
 
     def commit(self) -> CommittedBatch:
         with self._observers.timed("commit"):
-            return self.inner.commit()
+            return super().commit()
 
     def rollback(self) -> None:
         with self._observers.timed("rollback"):
-            self.inner.rollback()
+            super().rollback()
 
     def close(self) -> None:
         with self._observers.timed("close"):
-            self.inner.close()
+            super().close()
 
     def __getattr__(self, name: str) -> Any:  # anything beyond the protocol, untimed
         return getattr(self.inner, name)
 
 
-class InstrumentedPort:
+class InstrumentedPort(ForwardingPort):
     """Wraps ``inner`` so that each legacy call is reported to the registered observers.
+
+    Its targets are the wrapped port's, untimed (asked once at start-up).
 
     >>> port = InstrumentedPort(SimulatorPort.tcp(host, port))          # doctest: +SKIP
     >>> remove = port.add_observer(lambda cmd, s, outcome: print(cmd, s, outcome))  # doctest: +SKIP
     """
 
     def __init__(self, inner: LegacyPort, observe: Observer | None = None) -> None:
+        super().__init__(inner)
         self.inner = inner
         self._observers = _Observers([observe] if observe is not None else [])
 
@@ -133,20 +122,16 @@ class InstrumentedPort:
 
     def open_session(self) -> LegacySession:
         with self._observers.timed("open_session"):
-            session = self.inner.open_session()
+            session = super().open_session()
         return InstrumentedSession(session, self._observers)
 
     def batch_status(self, batch_ref: str) -> BatchStatus:
         with self._observers.timed("batch_status"):
-            return self.inner.batch_status(batch_ref)
+            return super().batch_status(batch_ref)
 
     def void_batch(self, legacy_batch_id: str) -> VoidResult:
         with self._observers.timed("void_batch"):
-            return self.inner.void_batch(legacy_batch_id)
-
-    def targets(self) -> Sequence[Target]:
-        """The wrapped port's targets (untimed: asked once at start-up)."""
-        return port_targets(self.inner)
+            return super().void_batch(legacy_batch_id)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

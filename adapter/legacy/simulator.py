@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from adapter.legacy.outcomes import Step, batch_status, closing_on_error, refused, where
 from adapter.ports.legacy import (
     BatchStatus,
     CommittedBatch,
-    CommittedBatchInfo,
-    LegacyFailed,
     LegacyOutcomeUnknown,
     LegacyTransient,
     Record,
@@ -42,23 +41,20 @@ from legacy_sim.protocol import TRANSIENT
 
 __all__ = ["LegacyTarget", "SimulatorPort", "SimulatorSession", "parse_legacy_url"]
 
-Step = Literal["connect", "begin", "add", "commit", "rollback", "status", "void"]
-
-
 @contextmanager
 def _translated(step: Step, context: str = "") -> Iterator[None]:
     """The one place simulator errors become port errors (see the module table)."""
-    where = f"legacy {step}" + (f" ({context})" if context else "")
     try:
         yield
     except LegacySimError as exc:
         if exc.code == TRANSIENT:
-            raise LegacyTransient(f"{where}: {exc}") from exc
-        raise LegacyFailed(f"{where} refused: {exc}") from exc
+            raise LegacyTransient(f"{where(step, context)}: {exc}") from exc
+        raise refused(step, str(exc), context) from exc
     except ConnectionLostError as exc:
+        lost = f"{where(step, context)}: "
         if step == "commit" and exc.request_sent:
-            raise LegacyOutcomeUnknown(f"{where}: reply lost, the commit may have applied: {exc}") from exc
-        raise LegacyTransient(f"{where}: connection lost, safe to retry: {exc}") from exc
+            raise LegacyOutcomeUnknown(f"{lost}reply lost, the commit may have applied: {exc}") from exc
+        raise LegacyTransient(f"{lost}connection lost, safe to retry: {exc}") from exc
 
 
 class SimulatorSession:
@@ -97,12 +93,9 @@ class SimulatorSession:
 
     @contextmanager
     def _failing_closes(self, step: Step) -> Iterator[None]:
-        try:
-            with _translated(step, f"batch_ref={self._batch_ref}" if self._batch_ref else ""):
-                yield
-        except BaseException:
-            self._client.close()
-            raise
+        context = f"batch_ref={self._batch_ref}" if self._batch_ref else ""
+        with closing_on_error(self._client.close), _translated(step, context):
+            yield
 
 
 class SimulatorPort:
@@ -158,11 +151,11 @@ class SimulatorPort:
     def batch_status(self, batch_ref: str) -> BatchStatus:
         """STATUS on a short-lived connection; a lost connection raises LegacyTransient."""
         reply = self._one_shot("status", batch_ref, lambda client: client.status(batch_ref))
-        batches = tuple(
-            CommittedBatchInfo(str(b["legacy_batch_id"]), int(b["record_count"]), bool(b["voided"]))
-            for b in reply["batches"]
+        committed = reply["batches"]
+        return batch_status(
+            str(reply["batch_ref"]),
+            ((str(b["legacy_batch_id"]), int(b["record_count"]), bool(b["voided"])) for b in committed),
         )
-        return BatchStatus(batch_ref=str(reply["batch_ref"]), batches=batches)
 
     def void_batch(self, legacy_batch_id: str) -> VoidResult:
         """VOID on a short-lived connection.

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from pydantic import ValidationError
@@ -62,11 +62,10 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 
 from adapter.config import ConfigError
+from adapter.legacy.outcomes import Step, batch_status, closing_on_error, refused, where
 from adapter.ports.legacy import (
     BatchStatus,
     CommittedBatch,
-    CommittedBatchInfo,
-    LegacyFailed,
     LegacyOutcomeUnknown,
     LegacyTransient,
     Record,
@@ -78,7 +77,6 @@ __all__ = ["SqlPort", "SqlPortSettings", "SqlSession", "from_settings", "lose_co
 
 BATCH_PREFIX = "sql-"
 _DELETE_CHUNK = 500
-Step = Literal["connect", "begin", "add", "commit", "rollback", "status", "void"]
 
 
 _UNREACHABLE = (
@@ -92,13 +90,13 @@ _UNREACHABLE = (
 @contextmanager
 def _translated(step: Step, context: str = "") -> Iterator[None]:
     """The one place database errors become port errors (see the module table)."""
-    where = f"legacy {step}" + (f" ({context})" if context else "")
     try:
         yield
     except (*_UNREACHABLE, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        lost = where(step, context)
         if step == "commit":
-            raise LegacyOutcomeUnknown(f"{where}: connection lost, the commit may have applied") from exc
-        raise LegacyTransient(f"{where}: {type(exc).__name__}, nothing applied") from exc
+            raise LegacyOutcomeUnknown(f"{lost}: connection lost, the commit may have applied") from exc
+        raise LegacyTransient(f"{lost}: {type(exc).__name__}, nothing applied") from exc
     except (
         sa_exc.DBAPIError,
         sa_exc.StatementError,
@@ -108,7 +106,7 @@ def _translated(step: Step, context: str = "") -> Iterator[None]:
         ValueError,
     ) as exc:
         reason = type(getattr(exc, "orig", None) or exc).__name__
-        raise LegacyFailed(f"{where} refused: {reason}") from exc
+        raise refused(step, reason, context) from exc
 
 
 def _ledger_table(metadata: MetaData, name: str) -> Table:
@@ -187,6 +185,9 @@ def _parser(column: Column[Any]) -> Callable[[Any], Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class _CopyStatements:
+    """The COPY path of one column set on PostgreSQL: stage the rows in a temporary table ``name``
+    (``create``), ``copy`` them in, ``insert`` them into the target returning their keys, ``clear``."""
+
     name: str
     create: str
     copy: str
@@ -340,7 +341,7 @@ class SqlSession:
 
     def begin(self, batch_ref: str, target: str) -> None:
         if self._target is not None:
-            raise LegacyFailed(f"legacy begin refused: batch {self._batch_ref} is already open")
+            raise refused("begin", f"batch {self._batch_ref} is already open")
         table = self._port.table_target(target)
         with self._failing_closes("begin"):
             self._connection = self._port.engine.connect()
@@ -393,17 +394,14 @@ class SqlSession:
 
     def _open(self, step: Step) -> tuple[Connection, _TableTarget]:
         if self._target is None or self._connection is None:
-            raise LegacyFailed(f"legacy {step} refused: no batch is open in this session")
+            raise refused(step, "no batch is open in this session")
         return self._connection, self._target
 
     @contextmanager
     def _failing_closes(self, step: Step) -> Iterator[None]:
-        try:
-            with _translated(step, f"batch_ref={self._batch_ref}" if self._batch_ref else ""):
-                yield
-        except BaseException:
-            self.close()
-            raise
+        context = f"batch_ref={self._batch_ref}" if self._batch_ref else ""
+        with closing_on_error(self.close), _translated(step, context):
+            yield
 
 
 class SqlPort:
@@ -456,7 +454,7 @@ class SqlPort:
     def table_target(self, name: str) -> _TableTarget:
         target = self._targets.get(name)
         if target is None:
-            raise LegacyFailed(f"legacy begin refused: no table {name!r}")
+            raise refused("begin", f"no table {name!r}")
         return target
 
     def open_session(self) -> SqlSession:
@@ -471,17 +469,15 @@ class SqlPort:
         )
         with _translated("status", batch_ref), self.engine.connect() as connection:
             rows = connection.execute(query).all()
-        batches = tuple(
-            CommittedBatchInfo(f"{BATCH_PREFIX}{r.id}", int(r.record_count), r.voided_at is not None)
-            for r in rows
+        return batch_status(
+            batch_ref, ((f"{BATCH_PREFIX}{r.id}", int(r.record_count), r.voided_at is not None) for r in rows)
         )
-        return BatchStatus(batch_ref=batch_ref, batches=batches)
 
     def void_batch(self, legacy_batch_id: str) -> VoidResult:
         """Delete the batch's rows and mark its ledger row, in one transaction (row-locked on PostgreSQL)."""
         number = legacy_batch_id.removeprefix(BATCH_PREFIX)
         if not legacy_batch_id.startswith(BATCH_PREFIX) or not number.isdigit():
-            raise LegacyFailed(f"legacy void refused: unknown batch {legacy_batch_id[:60]!r}")
+            raise refused("void", f"unknown batch {legacy_batch_id[:60]!r}")
         ledger = self.ledger
         with _translated("void", legacy_batch_id), self.engine.begin() as connection:
             row = connection.execute(
@@ -490,7 +486,7 @@ class SqlPort:
                 .with_for_update()
             ).one_or_none()
             if row is None:
-                raise LegacyFailed(f"legacy void refused: unknown batch {legacy_batch_id}")
+                raise refused("void", f"unknown batch {legacy_batch_id}")
             if row.voided_at is not None:
                 return VoidResult(legacy_batch_id, already_voided=True)
             target = self.table_target(row.target)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from adapter.domain.confirmation import CommitSubject
 from adapter.domain.identity import Principal
 from adapter.domain.views import AbortResult, AddResult, BeginResult, CommitResult, ImportView, OperationView
 from adapter.services.abort import abort_import, compensate_import
-from adapter.services.commit import commit_import
+from adapter.services.commit import CommitOptions, commit_import
 from adapter.services.confirmation import Decision, commit_subject, mark_stale, record_decision
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
 from adapter.services.imports import add_records, begin_import, import_status, import_status_async
@@ -65,27 +65,9 @@ class ImportService:
     ) -> AddResult:
         return add_records(self.ctx, principal, handle, records, idempotency_key=idempotency_key)
 
-    def commit(
-        self,
-        principal: Principal,
-        handle: str,
-        *,
-        idempotency_key: str | None = None,
-        progress: ProgressCallback | None = None,
-        cancel: CancelToken | None = None,
-        expect: CommitSubject | None = None,
-    ) -> CommitResult:
+    def commit(self, principal: Principal, handle: str, **options: Unpack[CommitOptions]) -> CommitResult:
         with CommitSlot(self.commit_slots, principal.tenant, "commits of this tenant") as slot:
-            return commit_import(
-                self.ctx,
-                principal,
-                handle,
-                idempotency_key=idempotency_key,
-                progress=progress,
-                cancel=cancel,
-                expect=expect,
-                slot=slot,
-            )
+            return commit_import(self.ctx, principal, handle, slot=slot, **options)
 
     def confirmation_subject(self, principal: Principal, handle: str) -> CommitSubject | None:
         """What a commit confirmation would describe now (None: nothing to confirm)."""

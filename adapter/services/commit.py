@@ -24,7 +24,7 @@ import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from adapter.domain.confirmation import CommitSubject
 from adapter.domain.errors import (
@@ -67,7 +67,7 @@ from adapter.services.retries import legacy_retrying
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["StagedRecordsMismatch", "batch_ref_for", "commit_import"]
+__all__ = ["CommitOptions", "StagedRecordsMismatch", "batch_ref_for", "commit_import"]
 
 log = logging.getLogger("adapter.commit")
 
@@ -147,16 +147,22 @@ class _MissingRow(Exception):
     """A row the claim created is gone: the store was changed behind the kit's back."""
 
 
+class CommitOptions(TypedDict, total=False):
+    """What a caller may add to a commit; listed once, for :func:`commit_import` and its facade."""
+
+    idempotency_key: str | None
+    progress: ProgressCallback | None
+    cancel: CancelToken | None
+    expect: CommitSubject | None
+
+
 def commit_import(
     ctx: ServiceContext,
     principal: Principal,
     handle: str,
     *,
-    idempotency_key: str | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    expect: CommitSubject | None = None,
     slot: CommitSlot | None = None,
+    **options: Unpack[CommitOptions],
 ) -> CommitResult:
     """Commit the import's staged records as one legacy batch, at most once.
 
@@ -168,15 +174,16 @@ def commit_import(
     QuotaExceeded.
     Every legacy outcome is returned as a CommitResult status, never raised.
     """
-    key = validate_key(idempotency_key)
+    key, expect = validate_key(options.get("idempotency_key")), options.get("expect")
     request = fingerprint("commit", {"handle": ctx.codec.digest(handle)})
     claim = retry_on_conflict(lambda: _claim(ctx, principal, handle, key, request, expect, slot))  # 1. claim
     if isinstance(claim, CommitResult):
         return claim  # a replay, answered from the record
-    reporter = ProgressReporter(progress, claim.total, ctx.commit_policy.progress_pulse_seconds)
+    pulse = ctx.commit_policy.progress_pulse_seconds
+    reporter = ProgressReporter(options.get("progress"), claim.total, pulse)
     reporter(0)  # the commit has started: 0 of N
     try:
-        outcome = _run(ctx, claim, reporter, cancel)  # 2. replay, 3. recovery point and COMMIT
+        outcome = _run(ctx, claim, reporter, options.get("cancel"))  # 2. replay, 3. recovery point and COMMIT
     finally:
         reporter.close()  # the last report comes before the result
     if outcome is None:

@@ -8,6 +8,7 @@ from adapter.domain.text import require_storable
 from adapter.domain.views import HistoryEntry, OperationView
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import validate_key
+from adapter.services.rows import from_row
 from adapter.store.tables import EventRow, OperationRow
 
 __all__ = ["operation_status", "to_operation_view"]
@@ -37,18 +38,5 @@ def operation_status(
 
 
 def to_operation_view(row: OperationRow, events: list[EventRow]) -> OperationView:
-    return OperationView(
-        operation_id=row.id,
-        kind=row.kind,
-        status=row.status,
-        import_id=row.import_id,
-        recovery_point=row.recovery_point,
-        attempts=row.attempts,
-        result=row.result,
-        error=row.error,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        history=tuple(
-            HistoryEntry(at=e.created_at, event=e.kind, state=e.state, detail=e.detail) for e in events
-        ),
-    )
+    history = tuple(HistoryEntry(e.created_at, e.kind, e.state, e.detail) for e in events)
+    return from_row(OperationView, row, {"operation_id": "id"}, history=history)

@@ -30,6 +30,9 @@ _FINAL_IMPORTS = sorted(state.value for state in IMPORT_FINAL)
 
 @dataclass(frozen=True, slots=True)
 class PurgeReport:
+    """How many rows one purge deleted, by table: the finished operations and final imports past the
+    retention, and the staged records, events and confirmation rounds that went with them."""
+
     operations: int = 0
     imports: int = 0
     staged_records: int = 0

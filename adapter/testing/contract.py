@@ -116,6 +116,18 @@ def _expect(condition: bool, message: str) -> None:
         raise ContractViolation(message)
 
 
+def _expect_raises(expected: type[Exception], call: Callable[[], object], what: str, silent: str) -> None:
+    """The rule holds only if ``call`` raises ``expected``; ``what`` names the call, ``silent`` is the
+    violation when it raises nothing."""
+    try:
+        call()
+    except expected:
+        return
+    except Exception as exc:
+        raise ContractViolation(f"{what} raised {type(exc).__name__}") from exc
+    raise ContractViolation(silent)
+
+
 @contextmanager
 def _session(subject: ContractSubject) -> Iterator[LegacySession]:
     session = subject.port.open_session()
@@ -189,22 +201,12 @@ def session_rolls_back(subject: ContractSubject) -> None:
 
 def refusals_raise_failed(subject: ContractSubject) -> None:
     unknown = f"contract-no-such-batch-{secrets.token_hex(6)}"
-    try:
-        subject.port.void_batch(unknown)
-    except LegacyFailed:
-        pass
-    except Exception as exc:
-        raise ContractViolation(f"void_batch of an unknown batch raised {type(exc).__name__}") from exc
-    else:
-        raise ContractViolation("void_batch of an unknown batch id did not raise LegacyFailed")
+    what = "void_batch of an unknown batch"
+    silent = "void_batch of an unknown batch id did not raise LegacyFailed"
+    _expect_raises(LegacyFailed, lambda: subject.port.void_batch(unknown), what, silent)
     with _session(subject) as session:
-        try:
-            session.commit()
-        except LegacyFailed:
-            return
-        except Exception as exc:
-            raise ContractViolation(f"commit without begin raised {type(exc).__name__}") from exc
-    raise ContractViolation("commit in a session with no open batch did not raise LegacyFailed")
+        silent = "commit in a session with no open batch did not raise LegacyFailed"
+        _expect_raises(LegacyFailed, session.commit, "commit without begin", silent)
 
 
 def batch_status_is_exact(subject: ContractSubject) -> None:
@@ -280,14 +282,8 @@ def lost_commit_reply_is_unknown(subject: ContractSubject) -> None:
     with subject.lose_commit_reply(subject.port), _session(subject) as session:
         session.begin(ref, subject.target)
         session.add(records)
-        try:
-            session.commit()
-        except LegacyOutcomeUnknown:
-            pass
-        except Exception as exc:
-            raise ContractViolation(f"a lost COMMIT reply raised {type(exc).__name__}") from exc
-        else:
-            raise ContractViolation("a lost COMMIT reply did not raise (the fault hook had no effect?)")
+        silent = "a lost COMMIT reply did not raise (the fault hook had no effect?)"
+        _expect_raises(LegacyOutcomeUnknown, session.commit, "a lost COMMIT reply", silent)
     listed = _listed(_status(subject, ref))
     _expect(
         len(listed) == 1 and listed[0][1:] == (3, False),

@@ -31,6 +31,16 @@ def _error(status: int, code: str) -> JSONResponse:
     return JSONResponse({"error": code}, status_code=status)
 
 
+def _open(state: ErpState, batch_id: str) -> dict[str, Any] | JSONResponse:
+    """The batch if it exists and is still open, else the ERP's error answer; hold ``state.lock``."""
+    batch = state.batches.get(batch_id)
+    if batch is None:
+        return _error(404, "not_found")
+    if batch["state"] != "open":
+        return _error(409, "not_open")
+    return batch
+
+
 def create_app(token: str) -> FastAPI:
     app = FastAPI(title="fake Acme ERP")
     state = ErpState()
@@ -73,22 +83,18 @@ def create_app(token: str) -> FastAPI:
         if not isinstance(lines, list) or not all(isinstance(line, dict) for line in lines):
             return _error(422, "bad_lines")
         with state.lock:
-            batch = state.batches.get(batch_id)
-            if batch is None:
-                return _error(404, "not_found")
-            if batch["state"] != "open":
-                return _error(409, "not_open")
+            batch = _open(state, batch_id)
+            if isinstance(batch, JSONResponse):
+                return batch
             batch["lines"].extend(lines)
             return {"line_count": len(batch["lines"])}
 
     @app.post("/batches/{batch_id}/commit", response_model=None)
     def commit(batch_id: str) -> dict[str, Any] | JSONResponse:
         with state.lock:
-            batch = state.batches.get(batch_id)
-            if batch is None:
-                return _error(404, "not_found")
-            if batch["state"] != "open":
-                return _error(409, "not_open")
+            batch = _open(state, batch_id)
+            if isinstance(batch, JSONResponse):
+                return batch
             batch["state"] = "committed"
             if state.lose_commit_reply:
                 return _error(504, "gateway_timeout")  # applied, but the reply never arrives
@@ -97,11 +103,9 @@ def create_app(token: str) -> FastAPI:
     @app.delete("/batches/{batch_id}", status_code=204, response_model=None)
     def discard(batch_id: str) -> Response:
         with state.lock:
-            batch = state.batches.get(batch_id)
-            if batch is None:
-                return _error(404, "not_found")
-            if batch["state"] != "open":
-                return _error(409, "not_open")
+            batch = _open(state, batch_id)
+            if isinstance(batch, JSONResponse):
+                return batch
             batch["state"] = "discarded"
         return Response(status_code=204)
 

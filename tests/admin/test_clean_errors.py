@@ -20,47 +20,20 @@ from adapter.config import load_settings
 from adapter.domain.identity import Principal
 from adapter.entrypoints.http.app import create_app
 from adapter.store import Store
+from tests.support.mcp import mcp_headers, modern_meta, parse_body
 from tests.support.servers import serve_in_thread
 
-PROTOCOL_VERSION = "2026-07-28"
 SURROGATE = "\ud800"
 NUL = "\x00"
 
 
 def raw_tool(server: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A tools/call whose body is ASCII JSON (``\\ud800`` escapes), as any client may send it."""
-    message = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": PROTOCOL_VERSION,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-        "Authorization": f"Bearer {server.mcp_token}",
-    }
-    body = json.dumps(message).encode("ascii")  # ensure_ascii: the surrogate travels as an escape
-    response = server.http.post(server.url + "/mcp", content=body, headers=headers)
-    final: dict[str, Any] | None = None
-    for line in response.text.splitlines():
-        if line.startswith("data:"):
-            data = json.loads(line[5:].strip())
-            if "id" in data:
-                final = data
-    if final is None:
-        final = response.json()
-    assert final is not None
+    params = {"name": name, "arguments": arguments, "_meta": modern_meta()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).encode("ascii")
+    headers = mcp_headers("tools/call", name, token=server.mcp_token)
+    final = parse_body(server.http.post(server.url + "/mcp", content=body, headers=headers))
+    assert isinstance(final, dict)
     return final
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 
 from adapter.config import ConfigError, load_settings
 from adapter.startup import check_serving, warn_about_token_file
+from tests.support.cli import run_adapter, without_adapter_settings
 
 UI = "/admin/ui"
 
@@ -107,20 +106,13 @@ def test_serving_refuses_a_grace_period_not_above_the_legacy_timeout() -> None:
 
 
 def test_serve_exits_2_on_such_a_grace_period(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
+    env = without_adapter_settings()
     env.update(
         ADAPTER_UNKNOWN_GRACE_SECONDS="5",
         ADAPTER_LEGACY_TIMEOUT_SECONDS="10",
         ADAPTER_DATABASE_URL=f"sqlite:///{tmp_path / 'a.db'}",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "adapter", "serve", "--port", "0"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_adapter("serve", "--port", "0", cwd=tmp_path, env=env, timeout=60)
     assert done.returncode == 2
     assert "ADAPTER_UNKNOWN_GRACE_SECONDS" in done.stderr
 
@@ -131,14 +123,7 @@ def test_local_mode_files_are_created_owner_only(tmp_path: Path) -> None:
     old = os.umask(0o022)  # the usual umask: without care, files come out world-readable
     try:
         for command in (["migrate"], ["reconcile"]):  # reconcile opens the embedded simulator too
-            done = subprocess.run(
-                [sys.executable, "-m", "adapter", *command],
-                env=env,
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            done = run_adapter(*command, cwd=tmp_path, env=env)
             assert done.returncode == 0, done.stderr
     finally:
         os.umask(old)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
+from tests.support.constants import POSTGRES_URL
+from tests.support.postgres import postgres_schema
 
 LEGACY_TABLES = {
     "sqlite": [
@@ -62,16 +61,9 @@ def legacy_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Legacy
         engine.dispose()
         return
     assert POSTGRES_URL
-    schema = f"legacy_{secrets.token_hex(6)}"
-    engine = create_engine(POSTGRES_URL)
-    with engine.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        conn.execute(text(f'SET search_path TO "{schema}"'))
-        for ddl in LEGACY_TABLES["postgres"]:
-            conn.execute(text(ddl))
-    try:
-        yield LegacyDatabase(POSTGRES_URL, schema, engine)
-    finally:
+    with postgres_schema("legacy") as (engine, schema):
         with engine.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+            conn.execute(text(f'SET search_path TO "{schema}"'))
+            for ddl in LEGACY_TABLES["postgres"]:
+                conn.execute(text(ddl))
+        yield LegacyDatabase(POSTGRES_URL, schema, engine)

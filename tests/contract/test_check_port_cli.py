@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+
+from tests.support.cli import run_adapter, without_adapter_settings
+from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.slow  # subprocesses
 
@@ -22,15 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _check_port(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "adapter", "check-port", *args],
-        cwd=cwd,
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_adapter("check-port", *args, cwd=cwd, env={**without_adapter_settings(), **env}, timeout=180)
 
 
 def _all_hold(done: subprocess.CompletedProcess[str]) -> None:
@@ -60,19 +50,8 @@ def fake_erp() -> Iterator[tuple[str, str]]:
     from acme_erp.fake_server import create_app
 
     token = secrets.token_hex(8)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(token), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", token
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(create_app(token)) as url:
+        yield url, token
 
 
 def test_the_acme_erp_example_passes_check_port(fake_erp: tuple[str, str]) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import run_adapter, without_adapter_settings
 
 pytestmark = pytest.mark.slow  # subprocesses
 
@@ -45,19 +45,11 @@ COMMANDS = {
 
 
 def _run(folder: Path, setting: str | None, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
+    env = without_adapter_settings()
     env.update({"ADAPTER_DATABASE_URL": f"sqlite:///{folder / 'adapter.db'}", "ADAPTER_SECRET": "k" * 40})
     if setting is not None:
         env["ADAPTER_LEGACY_PORT"] = setting
-    return subprocess.run(
-        [sys.executable, "-m", "adapter", *args],
-        cwd=folder,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_adapter(*args, cwd=folder, env=env, stdin=stdin)
 
 
 @pytest.fixture

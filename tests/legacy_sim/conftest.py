@@ -28,6 +28,7 @@ from legacy_sim.client import LegacyClient, SimClient
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.inprocess import InProcessClient
 from legacy_sim.server import SimulatorServer, start_server
+from tests.support.cli import run_module
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 10.0
@@ -183,15 +184,7 @@ def sim_process_factory() -> Iterator[Callable[..., SimProcess]]:
 
 def _run_module(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "legacy_sim", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=READY_TIMEOUT,
-        check=False,
-    )
+    return run_module("legacy_sim", *args, cwd=REPO_ROOT, env=env, timeout=READY_TIMEOUT)
 
 
 @pytest.fixture

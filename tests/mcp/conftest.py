@@ -34,11 +34,6 @@ from tests.support.servers import serve_in_process
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def kit_defaults() -> dict[str, Any]:
     return {"page_size": 3}
 

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.mcp import mcp_headers, modern_meta, parse_body
+from tests.support.servers import free_port, stop_process
 
 POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
 SECRET = "scale-secret-" + secrets.token_hex(24)
@@ -46,15 +46,6 @@ TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -75,13 +66,7 @@ class Worker:
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        stop_process(self.process, 15)
 
     @contextlib.asynccontextmanager
     async def client(self, who: str = "alice", *, elicitation_callback: Any = None) -> AsyncIterator[Client]:
@@ -149,7 +134,7 @@ class Cluster:
         return env
 
     def start(self, name: str) -> Worker:
-        port = _free_port()
+        port = free_port()
         log = self.tmp / f"{name}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "adapter", "serve", "--port", str(port)],

@@ -30,10 +30,6 @@ from tests.support.wait import poll_until
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a Python subprocess per test
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 def server_env(tmp_path: Path, legacy_address: tuple[str, int]) -> dict[str, str]:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +26,25 @@ from tests.support.wait import wait_until, wait_until_async
 
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 15.0
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now, for a server started as its own process."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM, so the server shuts down as in production; SIGKILL if it has not exited in time."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
 
 
 def _uvicorn(app: Any) -> uvicorn.Server:

@@ -45,7 +45,7 @@ from adapter.entrypoints.admin.schemas import (
 )
 from adapter.services import admin as svc
 
-__all__ = ["AdminRoute", "error_status", "operation_detail_out", "router"]
+__all__ = ["AdminRoute", "router"]
 
 log = logging.getLogger("adapter.admin")
 
@@ -111,6 +111,8 @@ Cursor = Annotated[
     Query(max_length=4000, description="`next_cursor` of the previous page, with the same filters."),
 ]
 OperationId = Annotated[str, Path(max_length=100, pattern=NO_NUL)]
+Reason = Annotated[ActionIn | None, Body()]
+ImportStatus = Annotated[ImportState | None, Query()]
 
 
 def _utc(value: datetime | None, name: str) -> datetime | None:
@@ -122,25 +124,48 @@ def _utc(value: datetime | None, name: str) -> datetime | None:
         raise InvalidRequest(f"{name} is out of range") from None
 
 
+class Listing:
+    """The query parameters both operator lists take: whose, created when, and which page.
+
+    The times become UTC only in :meth:`filters`, which the route calls, so an out-of-range bound
+    is the route's 400 after FastAPI has checked every parameter.
+    """
+
+    def __init__(
+        self,
+        principal: Text = None,
+        tenant: Text = None,
+        since: When = None,
+        until: When = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> None:
+        self.principal, self.tenant, self.since, self.until = principal, tenant, since, until
+        self.limit, self.cursor = limit, cursor
+
+    def filters(self) -> dict[str, Any]:
+        """The filter fields both lists share."""
+        since, until = _utc(self.since, "since"), _utc(self.until, "until")
+        return {"principal": self.principal, "tenant": self.tenant, "since": since, "until": until}
+
+
+Listed = Annotated[Listing, Depends()]
+
 # --- reading ------------------------------------------------------------------------------------
 
 _READ = _responses(400, 401, 404, 503)
+_DETAIL = _responses(401, 404, 503)
 
 
-@router.get("/operations", summary="List operations", response_model=OperationPageOut, responses=_READ)
+@router.get("/operations", summary="List operations", responses=_READ)
 def list_operations(
     identity: Viewer,
     admin: Admin,
+    listing: Listed,
     status: Annotated[OperationState | None, Query()] = None,
     kind: Annotated[OperationKind | None, Query()] = None,
-    principal: Text = None,
-    tenant: Text = None,
     idempotency_key: Text = None,
     import_id: Text = None,
-    since: When = None,
-    until: When = None,
-    limit: Limit = 50,
-    cursor: Cursor = None,
 ) -> OperationPageOut:
     """Every principal's operations, newest first, filtered; keyset-paginated.
 
@@ -150,58 +175,31 @@ def list_operations(
     filters = svc.OperationFilter(
         status=status.value if status else None,
         kind=kind.value if kind else None,
-        principal=principal,
-        tenant=tenant,
         idempotency_key=idempotency_key,
         import_id=import_id,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
+        **listing.filters(),
     )
-    return OperationPageOut.model_validate(admin.list_operations(filters, limit=limit, cursor=cursor))
+    page = admin.list_operations(filters, limit=listing.limit, cursor=listing.cursor)
+    return OperationPageOut.model_validate(page)
 
 
-@router.get(
-    "/operations/{operation_id}",
-    summary="One operation in detail",
-    response_model=OperationDetailOut,
-    responses=_responses(401, 404, 503),
-)
+@router.get("/operations/{operation_id}", summary="One operation in detail", responses=_DETAIL)
 def get_operation(identity: Viewer, admin: Admin, operation_id: OperationId) -> OperationDetailOut:
     """The operation, its steps, lease, compensation, audit trail and its import (by import id)."""
     return operation_detail_out(admin.get_operation(operation_id))
 
 
-@router.get("/imports", summary="List imports", response_model=ImportPageOut, responses=_READ)
+@router.get("/imports", summary="List imports", responses=_READ)
 def list_imports(
-    identity: Viewer,
-    admin: Admin,
-    status: Annotated[ImportState | None, Query()] = None,
-    principal: Text = None,
-    tenant: Text = None,
-    target: Text = None,
-    since: When = None,
-    until: When = None,
-    limit: Limit = 50,
-    cursor: Cursor = None,
+    identity: Viewer, admin: Admin, listing: Listed, status: ImportStatus = None, target: Text = None
 ) -> ImportPageOut:
     """Every principal's imports, newest first, filtered; keyset-paginated like the operations."""
-    filters = svc.ImportFilter(
-        status=status.value if status else None,
-        principal=principal,
-        tenant=tenant,
-        target=target,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
-    )
-    return ImportPageOut.model_validate(admin.list_imports(filters, limit=limit, cursor=cursor))
+    filters = svc.ImportFilter(status=status.value if status else None, target=target, **listing.filters())
+    page = admin.list_imports(filters, limit=listing.limit, cursor=listing.cursor)
+    return ImportPageOut.model_validate(page)
 
 
-@router.get(
-    "/imports/{import_id}",
-    summary="One import and its operations",
-    response_model=ImportDetailOut,
-    responses=_responses(401, 404, 503),
-)
+@router.get("/imports/{import_id}", summary="One import and its operations", responses=_DETAIL)
 def get_import(identity: Viewer, admin: Admin, import_id: OperationId) -> ImportDetailOut:
     """The import (never its handle) and every operation on it, oldest first."""
     record, operations = admin.get_import(import_id)
@@ -225,15 +223,9 @@ def _act(
 @router.post(
     "/operations/{operation_id}/reconcile",
     summary="Reconcile an operation now",
-    response_model=ActionOut,
     responses=_ACT,
 )
-def reconcile(
-    identity: Operator,
-    admin: Admin,
-    operation_id: OperationId,
-    body: Annotated[ActionIn | None, Body()] = None,
-) -> ActionOut:
+def reconcile(identity: Operator, admin: Admin, operation_id: OperationId, body: Reason = None) -> ActionOut:
     """Ask the legacy system what became of a commit whose outcome is unknown, and record it.
 
     Idempotent: a resolved operation answers "nothing to reconcile". Audited, even when refused.
@@ -244,15 +236,9 @@ def reconcile(
 @router.post(
     "/operations/{operation_id}/compensate",
     summary="Compensate (VOID) the operation's import",
-    response_model=ActionOut,
     responses=_ACT,
 )
-def compensate(
-    identity: Operator,
-    admin: Admin,
-    operation_id: OperationId,
-    body: Annotated[ActionIn | None, Body()] = None,
-) -> ActionOut:
+def compensate(identity: Operator, admin: Admin, operation_id: OperationId, body: Reason = None) -> ActionOut:
     """VOID the legacy batch of the operation's committed import.
 
     Idempotent: one compensation per import, a second call reports the import's state (409 when the
@@ -264,7 +250,6 @@ def compensate(
 @router.post(
     "/operations/{operation_id}/resolve",
     summary="Close an operation that needs an operator",
-    response_model=ActionOut,
     responses=_ACT,
 )
 def resolve(identity: Operator, admin: Admin, operation_id: OperationId, body: ResolveIn) -> ActionOut:

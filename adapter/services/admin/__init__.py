@@ -5,17 +5,18 @@
 
 from __future__ import annotations
 
-from adapter.services.admin.actions import ActionResult, act
+from adapter.services.admin.actions import ActionResult as ActionResult
+from adapter.services.admin.actions import act
+from adapter.services.admin.reads import MAX_PAGE as MAX_PAGE
+from adapter.services.admin.reads import AdminPage as AdminPage
+from adapter.services.admin.reads import AuditEntry as AuditEntry
+from adapter.services.admin.reads import ImportFilter as ImportFilter
+from adapter.services.admin.reads import ImportRecord as ImportRecord
+from adapter.services.admin.reads import OperationDetail as OperationDetail
+from adapter.services.admin.reads import OperationFilter as OperationFilter
+from adapter.services.admin.reads import OperationRecord as OperationRecord
+from adapter.services.admin.reads import Step as Step
 from adapter.services.admin.reads import (
-    MAX_PAGE,
-    AdminPage,
-    AuditEntry,
-    ImportFilter,
-    ImportRecord,
-    OperationDetail,
-    OperationFilter,
-    OperationRecord,
-    Step,
     check_ready,
     get_import,
     get_operation,
@@ -26,20 +27,8 @@ from adapter.services.admin.reads import (
 )
 from adapter.services.context import ServiceContext
 
-# The facade, and the types and constants of ``reads`` and ``actions`` its callers need.
-__all__ = [
-    "MAX_PAGE",
-    "ActionResult",
-    "AdminPage",
-    "AdminService",
-    "AuditEntry",
-    "ImportFilter",
-    "ImportRecord",
-    "OperationDetail",
-    "OperationFilter",
-    "OperationRecord",
-    "Step",
-]
+# The facade; ``X as X`` above re-exports the types and constants of ``reads`` and ``actions`` its
+# callers need.
 
 
 class AdminService:

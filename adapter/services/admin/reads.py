@@ -20,6 +20,7 @@ from adapter.domain.text import require_storable, require_storable_values
 from adapter.domain.views import HistoryEntry
 from adapter.services.context import ServiceContext
 from adapter.services.paging import K, Window, keyset_page
+from adapter.services.rows import from_row
 from adapter.store.probe import probe_write
 from adapter.store.tables import ImportRow, OperationRow
 
@@ -131,34 +132,11 @@ class AdminPage:
 
 
 def _operation_record(row: OperationRow) -> OperationRecord:
-    return OperationRecord(
-        operation_id=row.id,
-        kind=row.kind,
-        status=row.status,
-        principal=row.principal,
-        tenant=row.tenant,
-        import_id=row.import_id,
-        idempotency_key=row.idempotency_key,
-        recovery_point=row.recovery_point,
-        attempts=row.attempts,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return from_row(OperationRecord, row, {"operation_id": "id"})
 
 
 def _import_record(row: ImportRow) -> ImportRecord:
-    return ImportRecord(
-        import_id=row.id,
-        principal=row.principal,
-        tenant=row.tenant,
-        target=row.target,
-        status=row.state,
-        record_count=row.record_count,
-        legacy_batch_id=row.legacy_batch_id,
-        expires_at=row.expires_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return from_row(ImportRecord, row, {"import_id": "id", "status": "state"})
 
 
 def _filter_digest(filters: Any) -> str:
@@ -243,13 +221,10 @@ def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
                     "last_error": found.last_error,
                 }
         import_row = uow.imports.get(row.import_id) if row.import_id else None
-        return OperationDetail(
+        return from_row(
+            OperationDetail,
+            row,  # result, error, batch_ref and the lease are the row's
             operation=_operation_record(row),
-            result=row.result,
-            error=row.error,
-            batch_ref=row.batch_ref,
-            lease_owner=row.lease_owner,
-            lease_expires_at=row.lease_expires_at,
             steps=steps,
             compensation=compensation,
             audit=audit,

@@ -1,19 +1,10 @@
-"""operator sessions (the dashboard's server-side login sessions)
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-30
-"""
-
-from collections.abc import Sequence
+"""Operator sessions: the dashboard's server-side login sessions."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0004'
 down_revision: str | None = '0003'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

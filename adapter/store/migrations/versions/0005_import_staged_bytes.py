@@ -1,19 +1,10 @@
-"""imports.staged_bytes (the per-import and per-tenant byte quotas)
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-30
-"""
-
-from collections.abc import Sequence
+"""imports.staged_bytes: the per-import and per-tenant byte quotas."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0005'
 down_revision: str | None = '0004'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
