@@ -30,6 +30,9 @@ class _TCPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
+    # socketserver's default listen backlog is 5: with more clients connecting at once, the rest
+    # wait for a SYN retransmit (1 s), which no real system's listener does.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], engine: LegacyEngine) -> None:
         self.engine = engine
