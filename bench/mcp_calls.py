@@ -408,13 +408,16 @@ async def measure(
         profiles = None
         if args.profile_server:
             profiles = {}
-            for tool in (STATUS, NOOP):
+            windows = [(seq_client, STATUS, "status"), (seq_client, NOOP, "noop")]
+            if old:
+                windows.append((old[0], STATUS, "status2025"))
+            for client, tool, name in windows:
                 proc.send_signal(signal.SIGUSR1)
                 await anyio.sleep(0.2)
-                await loop_worker(seq_client, tool, handle, args.calls)()
+                await loop_worker(client, tool, handle, args.calls)()
                 proc.send_signal(signal.SIGUSR2)
                 await anyio.sleep(0.5)
-                profiles[tool] = f"{args.profile_server}.{'status' if tool == STATUS else 'noop'}"
+                profiles[name] = f"{args.profile_server}.{name}"
     return {"handle": handle, "rounds": rounds, "profiles": profiles}
 
 
@@ -618,7 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         config = {"settings": settings}
         if args.profile_server:
-            config["profile_names"] = [f"{args.profile_server}.status", f"{args.profile_server}.noop"]
+            config["profile_names"] = [
+                f"{args.profile_server}.{name}" for name in ("status", "noop", "status2025")
+            ]
         log_path = workdir / "server.log"
         url, proc = stack.enter_context(server_process(config, log_path))
         print(
