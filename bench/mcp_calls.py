@@ -440,6 +440,7 @@ async def add_round(
         "records_s": figures["rate"] * per_call,
         "server_ms": figures["server_ms"],
         "server_cpu_ms": figures["server_cpu_ms"],
+        "client_cpu_ms": figures["client_cpu_ms"],
     }
 
 
@@ -491,7 +492,7 @@ async def measure(
             rounds.append({"sequential": seq, "concurrent": conc, "add_records": add})
             print(
                 line + f"add_records {add['calls_s']:4.1f} calls/s {add['records_s']:6.0f} rec/s "
-                f"(server CPU {add['server_cpu_ms']:.1f} ms/call)",
+                f"(CPU ms/call: server {add['server_cpu_ms']:.1f}, client {add['client_cpu_ms']:.1f})",
                 flush=True,
             )
 
@@ -593,6 +594,7 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
         "records_s_all": [round(a["records_s"]) for a in adds],
         "server_ms": round(med(a["server_ms"] for a in adds), 2),
         "server_cpu_ms": round(med(a["server_cpu_ms"] for a in adds), 2),
+        "client_cpu_ms": round(med(a["client_cpu_ms"] for a in adds), 2),
     }
     return out
 
@@ -610,7 +612,7 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
         f"add_records ({a['batch']}-record batches, validated against {a['schema']}): {a['calls_s']} "
         f"calls/s, {a['records_s']} records/s (rounds: {a['records_s_all']}), server median "
         f"{a['server_ms']} ms/call, server CPU {a['server_cpu_ms']} ms/call "
-        f"({a['server_cpu_ms'] * 1000 / a['batch']:.1f} us/record)"
+        f"({a['server_cpu_ms'] * 1000 / a['batch']:.1f} us/record), client CPU {a['client_cpu_ms']} ms/call"
     )
     if "sequential" not in s:
         return
