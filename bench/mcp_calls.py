@@ -78,6 +78,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -224,16 +225,18 @@ def child_main(config: dict[str, Any]) -> int:
 class WorkerProfiler:
     """Profiles ``ImportService.add`` in the worker thread that runs it (cProfile sees one thread).
 
-    The add phase calls one at a time, so one profiler object is enabled by one thread at a time."""
+    A profiler object must be enabled by one thread at a time: with several clients, a call that
+    overlaps a profiled one runs unprofiled."""
 
     def __init__(self, service: Any) -> None:
         self.profile: cProfile.Profile | None = None
         self.calls = 0
+        self.busy = threading.Lock()
         original = service.add
 
         def add(*args: Any, **kwargs: Any) -> Any:
             profile = self.profile
-            if profile is None:
+            if profile is None or not self.busy.acquire(blocking=False):
                 return original(*args, **kwargs)
             self.calls += 1
             profile.enable()
@@ -241,6 +244,7 @@ class WorkerProfiler:
                 return original(*args, **kwargs)
             finally:
                 profile.disable()
+                self.busy.release()
 
         service.add = add
 
@@ -424,16 +428,26 @@ async def compare(
 
 
 async def add_round(
-    client: Client, log: ServerLog, pid: int, batches: list[list[dict[str, Any]]]
+    clients: Sequence[Client], log: ServerLog, pid: int, batches: list[list[dict[str, Any]]]
 ) -> dict[str, float]:
-    handle = (await call(client, "begin_import", {"target": ITEMS}))["handle"]
+    """Each client stages into an import of its own, one call after another; the batches are dealt
+    out to the clients in turn (one client: the sequential figure)."""
 
-    async def work() -> None:
-        for chunk in batches:
-            added = await call(client, "add_records", {"handle": handle, "records": chunk})
-            assert added["accepted"] == len(chunk)
+    Batches = list[list[dict[str, Any]]]
 
-    figures = (await timed_block(log, pid, [work], len(batches), "add_records")).figures()
+    def worker(client: Client, handle: str, mine: Batches) -> Callable[[], Awaitable[None]]:
+        async def work() -> None:
+            for chunk in mine:
+                added = await call(client, "add_records", {"handle": handle, "records": chunk})
+                assert added["accepted"] == len(chunk)
+
+        return work
+
+    workers = []
+    for i, client in enumerate(clients):
+        handle = (await call(client, "begin_import", {"target": ITEMS}))["handle"]
+        workers.append(worker(client, handle, batches[i :: len(clients)]))
+    figures = (await timed_block(log, pid, workers, len(batches), "add_records")).figures()
     per_call = sum(len(b) for b in batches) / len(batches)
     return {
         "calls_s": figures["rate"],
@@ -463,20 +477,21 @@ async def measure(
     pid = proc.pid
     status_phases = args.only != "add_records"
     async with contextlib.AsyncExitStack() as stack:
-        n_clients = args.concurrency if status_phases else 1
+        n_clients = max(args.concurrency if status_phases else 1, args.add_clients)
         clients = [await stack.enter_async_context(mcp_client(url, token)) for _ in range(n_clients)]
         old = [
             await stack.enter_async_context(mcp_client(url, token, mode="legacy"))
             for _ in range(args.concurrency if args.eras == "both" and status_phases else 0)
         ]
         seq_client = clients[0]
+        adders = clients[: args.add_clients]
         handle = await committed_handle(seq_client)
         every = {"": clients, LEGACY: old} if old else {"": clients}
         first = {era: group[:1] for era, group in every.items()}
         # warm-up: every client, both tools (tools/list for output schemas, connections, caches)
         if status_phases:
             await compare(every, log, pid, handle, 20, 20)
-        await add_round(seq_client, log, pid, batches[:2])
+        await add_round(adders, log, pid, batches[: 2 * len(adders)])
 
         rounds: list[dict[str, Any]] = []
         for r in range(args.rounds):
@@ -488,7 +503,7 @@ async def measure(
                     every, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
                 )
                 line += f"{ratio_line('seq', seq)} | {ratio_line(f'{args.concurrency}-way', conc)} | "
-            add = await add_round(seq_client, log, pid, batches)
+            add = await add_round(adders, log, pid, batches)
             rounds.append({"sequential": seq, "concurrent": conc, "add_records": add})
             print(
                 line + f"add_records {add['calls_s']:4.1f} calls/s {add['records_s']:6.0f} rec/s "
@@ -500,7 +515,7 @@ async def measure(
         if args.profile_add:
             proc.send_signal(signal.SIGUSR1)
             await anyio.sleep(0.2)
-            await add_round(seq_client, log, pid, batches)
+            await add_round(adders, log, pid, batches)
             proc.send_signal(signal.SIGUSR2)
             await anyio.sleep(0.5)
             profiles = {"add_records (event loop)": f"{args.profile_add}.loop"}
@@ -588,6 +603,7 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
     adds = [r["add_records"] for r in rounds]
     out["add_records"] = {
         "batch": args.batch,
+        "clients": args.add_clients,
         "schema": schema_name(args),
         "calls_s": round(med(a["calls_s"] for a in adds), 2),
         "records_s": round(med(a["records_s"] for a in adds)),
@@ -609,7 +625,8 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
     print()
     a = s["add_records"]
     print(
-        f"add_records ({a['batch']}-record batches, validated against {a['schema']}): {a['calls_s']} "
+        f"add_records ({a['batch']}-record batches, {a['clients']} client(s), validated against "
+        f"{a['schema']}): {a['calls_s']} "
         f"calls/s, {a['records_s']} records/s (rounds: {a['records_s_all']}), server median "
         f"{a['server_ms']} ms/call, server CPU {a['server_cpu_ms']} ms/call "
         f"({a['server_cpu_ms'] * 1000 / a['batch']:.1f} us/record), client CPU {a['client_cpu_ms']} ms/call"
@@ -684,6 +701,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--calls-concurrent", type=int, default=50, help="calls per client per tool per round")
     p.add_argument("--batch", type=int, default=500, help="records per add_records call")
     p.add_argument("--batches", type=int, default=20, help="add_records calls per round")
+    p.add_argument(
+        "--add-clients",
+        type=int,
+        default=1,
+        help="clients staging at once, each into its own import (default 1: one call after another)",
+    )
     p.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     p.add_argument("--legacy", choices=("embedded", "tcp"), default="embedded")

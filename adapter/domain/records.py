@@ -45,46 +45,30 @@ class EncodedBatch:
     content_digest: str
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 # pydantic-core writes NaN/Infinity as such (json.dumps refuses them) and floats below 1e-4 as
-# "1e-7" or "0.00001" (json.dumps: "1e-07", "1e-05"): a record showing one of these is re-encoded.
-_REENCODE_MARKS = (b"NaN", b"Infinity", b"e-", b"0.0000")
+# "1e-7" or "0.00001" (json.dumps: "1e-07", "1e-05"), so a record holding one takes json.dumps.
+_SMALLEST_SAME = 1e-4
+_INFINITY = float("inf")
 
 
 def _plain(value: dict[Any, Any]) -> bool:
-    """True when ``value`` holds only what JSON has (exact types, string keys), at any depth."""
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
-        kind = type(item)
-        if kind in _SCALARS:
-            continue
-        if kind is dict:
-            if not _plain(item):
-                return False
-        elif kind is list:
-            if not _plain_list(item):
-                return False
-        else:
-            return False
-    return True
+    """True when pydantic-core writes ``value`` as json.dumps does: string keys, exact JSON types,
+    floats 0 or of magnitude 1e-4 and more (finite), at any depth."""
+    return all(type(key) is str and _plain_value(item) for key, item in value.items())
 
 
-def _plain_list(items: list[Any]) -> bool:
-    for item in items:
-        kind = type(item)
-        if kind in _SCALARS:
-            continue
-        if kind is dict:
-            if not _plain(item):
-                return False
-        elif kind is list:
-            if not _plain_list(item):
-                return False
-        else:
-            return False
-    return True
+def _plain_value(item: Any) -> bool:
+    kind = type(item)
+    if kind is str or kind is int or kind is bool or item is None:
+        return True
+    if kind is float:
+        return item == 0.0 or _SMALLEST_SAME <= abs(item) < _INFINITY
+    if kind is dict:
+        return _plain(item)
+    if kind is list:
+        return all(_plain_value(element) for element in item)
+    return False
 
 
 def _fast(record: dict[Any, Any]) -> bytes | None:
@@ -92,13 +76,9 @@ def _fast(record: dict[Any, Any]) -> bytes | None:
     if not _plain(record):
         return None
     try:
-        data = to_json(record, inf_nan_mode="constants")
+        return to_json(record)
     except PydanticSerializationError:  # a lone surrogate: json.dumps writes it, .encode() refuses
         return None
-    for mark in _REENCODE_MARKS:
-        if mark in data:
-            return None
-    return data
 
 
 def _slow(position: int, record: Any) -> bytes:
