@@ -63,7 +63,7 @@ def _plain_value(item: Any) -> bool:
     if kind is str or kind is int or kind is bool or item is None:
         return True
     if kind is float:
-        return item == 0.0 or _SMALLEST_SAME <= abs(item) < _INFINITY
+        return bool(item == 0.0 or _SMALLEST_SAME <= abs(item) < _INFINITY)
     if kind is dict:
         return _plain(item)
     if kind is list:
