@@ -101,7 +101,7 @@ class DatabaseFactory:
         return fresh_database(self.kind, self.workdir, self.postgres_url)
 
 
-def build_kit(url: str, address: Address, batch: int) -> Kit:
+def build_kit(url: str, address: Address, batch: int, records: int = 0) -> Kit:
     """Wire the service layer exactly as production does (``adapter.bootstrap.build``), over TCP.
 
     Going through ``build`` rather than hand-assembling a ServiceContext keeps the benchmark measuring
@@ -114,6 +114,8 @@ def build_kit(url: str, address: Address, batch: int) -> Kit:
         legacy_timeout_seconds=LEGACY_TIMEOUT,
         secret=secrets.token_hex(32),  # never touch ./adapter.secret
         max_records_per_call=max(batch, 1000),
+        # the quota's default (100,000 per import) would refuse the memory run's 200,000 records
+        max_records_per_import=max(records, 100_000),
     )
     return build(settings)
 
@@ -274,7 +276,7 @@ def memory(args: argparse.Namespace, db: DatabaseFactory, address: Address) -> d
     """
     n, batch = args.memory_only, args.batch
     with db.fresh() as url:
-        kit = build_kit(url, address, batch)
+        kit = build_kit(url, address, batch, records=n)
         try:
             handle = stage_generated(kit.service, n, batch)
             gc.collect()

@@ -24,6 +24,11 @@ What runs where
   (the simulator as a child process over loopback, as in ``bench/core_import.py``). Neither
   ``get_import_status`` nor ``add_records`` talks to it; only the one set-up commit does.
 * Auth: ``--auth local`` (default; no token) or ``tokens`` (a token file, bearer token per request).
+* Record validation: the simulator declares no targets (any JSON object is a record), so the child
+  wraps its port in :class:`TypedTargets`, which declares the target ``items`` whose records must match
+  :class:`BenchItem` (six typed, required fields, an enum, bounds, no other field): ``add_records``
+  runs with per-record schema validation on, as a deployment with declared targets does.
+  ``--schema none`` measures the permissive wildcard instead (no per-record check).
 
 What it measures, interleaved round by round (order flipped every round: ABBA...) so drift in
 machine load hits both tools alike:
@@ -32,6 +37,12 @@ machine load hits both tools alike:
 2. concurrent: ``--concurrency`` clients (own HTTP connection each), ``--calls-concurrent`` calls
    each per tool per round;
 3. ``add_records``: a fresh import per round, ``--batches`` calls of ``--batch`` records each.
+
+``--only add_records`` skips the two status phases (and the 2025-era clients). ``--profile-add PATH``
+adds one untimed ``add_records`` round under cProfile in the server: the event-loop thread
+(``PATH.loop``: HTTP, the SDK's JSON-RPC parsing, argument validation, the result) and the worker
+thread where the service runs (``PATH.worker``: our validation, encoding, fingerprint, quotas, the
+insert), printed on stderr.
 
 The status tool reads a committed import (begin, 10 records, commit: three operations), so the
 SELECT of its operations is not empty. Alongside the client figures the script reads the server's
@@ -45,6 +56,8 @@ Usage::
     .venv/bin/python bench/mcp_calls.py                      # about a minute, SQLite, embedded, local
     .venv/bin/python bench/mcp_calls.py --db postgres --legacy tcp --auth tokens
     .venv/bin/python bench/mcp_calls.py --profile-server /tmp/mcp_calls.prof
+    .venv/bin/python bench/mcp_calls.py --only add_records --rounds 5         # add_records only
+    .venv/bin/python bench/mcp_calls.py --only add_records --profile-add /tmp/add.prof
 
 This is a benchmark, not a test: it prints a table and one JSON line (the last line of stdout).
 """
@@ -65,10 +78,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -78,9 +92,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapter.bootstrap import build
+from adapter.bootstrap import build, build_legacy_port
 from adapter.config import load_settings
 from adapter.domain.identity import Principal
+from adapter.legacy.forwarding import ForwardingPort
+from adapter.ports.legacy import WILDCARD_TARGET, LegacyPort, Target
 from legacy_sim.process import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,6 +109,38 @@ TIMEOUT = 60.0
 
 
 # --- the server child ------------------------------------------------------------------------------
+
+ITEMS = "items"
+
+
+class BenchItem(BaseModel):
+    """One stock item, as ``core_import.make_records`` builds them: the schema ``add_records`` checks."""
+
+    model_config = ConfigDict(extra="forbid")
+    sku: str = Field(pattern=r"^SKU-[0-9]{8}$")
+    name: str = Field(min_length=1, max_length=200)
+    qty: int = Field(ge=0)
+    unit_price: float = Field(ge=0)
+    warehouse: Literal["north", "south", "east", "west"]
+    active: bool
+
+
+class TypedTargets(ForwardingPort):
+    """The simulator with declared targets: ``items`` (records must be :class:`BenchItem`) and the
+    permissive ``*`` for the status phases' set-up import. ``schema=False``: ``items`` accepts any object."""
+
+    def __init__(self, inner: LegacyPort, *, schema: bool) -> None:
+        super().__init__(inner)
+        items = Target.from_model(ITEMS, BenchItem) if schema else Target(ITEMS, "Any object.")
+        self._targets = (items, Target(WILDCARD_TARGET, "Anything else."))
+
+    def targets(self) -> Sequence[Target]:
+        return self._targets
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if callable(close):
+            close()
 
 
 class NoopIn(BaseModel):
@@ -130,9 +178,10 @@ def child_main(config: dict[str, Any]) -> int:
 
     configure_logging()  # as `python -m adapter serve`: one JSON log line per request on stderr
     settings = load_settings(**config["settings"])
-    kit = build(settings)
+    kit = build(settings, legacy=TypedTargets(build_legacy_port(settings), schema=config["schema"]))
     app = create_app(kit)
     app.state.gateway.tools[NOOP] = noop_tool()
+    worker = WorkerProfiler(kit.service)
 
     profiles = iter(config.get("profile_names") or [])
     profiler: list[cProfile.Profile] = []
@@ -140,11 +189,14 @@ def child_main(config: dict[str, Any]) -> int:
     def start_profile() -> None:
         profiler[:] = [cProfile.Profile()]
         profiler[0].enable()
+        worker.start()
 
     def stop_profile() -> None:
         if profiler:
             profiler[0].disable()
-            profiler.pop().dump_stats(next(profiles))
+            name = next(profiles)
+            profiler.pop().dump_stats(name)
+            worker.stop(name + ".worker")
             print("PROFILED", flush=True)
 
     async def run() -> None:
@@ -168,6 +220,41 @@ def child_main(config: dict[str, Any]) -> int:
     finally:
         kit.close()
     return 0
+
+
+class WorkerProfiler:
+    """Profiles ``ImportService.add`` in the worker thread that runs it (cProfile sees one thread).
+
+    A profiler object must be enabled by one thread at a time: with several clients, a call that
+    overlaps a profiled one runs unprofiled."""
+
+    def __init__(self, service: Any) -> None:
+        self.profile: cProfile.Profile | None = None
+        self.calls = 0
+        self.busy = threading.Lock()
+        original = service.add
+
+        def add(*args: Any, **kwargs: Any) -> Any:
+            profile = self.profile
+            if profile is None or not self.busy.acquire(blocking=False):
+                return original(*args, **kwargs)
+            self.calls += 1
+            profile.enable()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                profile.disable()
+                self.busy.release()
+
+        service.add = add
+
+    def start(self) -> None:
+        self.profile, self.calls = cProfile.Profile(), 0
+
+    def stop(self, path: str) -> None:
+        profile, self.profile = self.profile, None
+        if profile is not None and self.calls:
+            profile.dump_stats(path)
 
 
 @contextlib.contextmanager
@@ -341,22 +428,33 @@ async def compare(
 
 
 async def add_round(
-    client: Client, log: ServerLog, pid: int, batches: list[list[dict[str, Any]]]
+    clients: Sequence[Client], log: ServerLog, pid: int, batches: list[list[dict[str, Any]]]
 ) -> dict[str, float]:
-    handle = (await call(client, "begin_import", {"target": "bench-add"}))["handle"]
+    """Each client stages into an import of its own, one call after another; the batches are dealt
+    out to the clients in turn (one client: the sequential figure)."""
 
-    async def work() -> None:
-        for chunk in batches:
-            added = await call(client, "add_records", {"handle": handle, "records": chunk})
-            assert added["accepted"] == len(chunk)
+    Batches = list[list[dict[str, Any]]]
 
-    figures = (await timed_block(log, pid, [work], len(batches), "add_records")).figures()
+    def worker(client: Client, handle: str, mine: Batches) -> Callable[[], Awaitable[None]]:
+        async def work() -> None:
+            for chunk in mine:
+                added = await call(client, "add_records", {"handle": handle, "records": chunk})
+                assert added["accepted"] == len(chunk)
+
+        return work
+
+    workers = []
+    for i, client in enumerate(clients):
+        handle = (await call(client, "begin_import", {"target": ITEMS}))["handle"]
+        workers.append(worker(client, handle, batches[i :: len(clients)]))
+    figures = (await timed_block(log, pid, workers, len(batches), "add_records")).figures()
     per_call = sum(len(b) for b in batches) / len(batches)
     return {
         "calls_s": figures["rate"],
         "records_s": figures["rate"] * per_call,
         "server_ms": figures["server_ms"],
         "server_cpu_ms": figures["server_cpu_ms"],
+        "client_cpu_ms": figures["client_cpu_ms"],
     }
 
 
@@ -377,37 +475,54 @@ async def measure(
 ) -> dict[str, Any]:
     batches = [make_records(args.batch, start=i * args.batch) for i in range(args.batches)]
     pid = proc.pid
+    status_phases = args.only != "add_records"
     async with contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(mcp_client(url, token)) for _ in range(args.concurrency)]
+        n_clients = max(args.concurrency if status_phases else 1, args.add_clients)
+        clients = [await stack.enter_async_context(mcp_client(url, token)) for _ in range(n_clients)]
         old = [
             await stack.enter_async_context(mcp_client(url, token, mode="legacy"))
-            for _ in range(args.concurrency if args.eras == "both" else 0)
+            for _ in range(args.concurrency if args.eras == "both" and status_phases else 0)
         ]
         seq_client = clients[0]
+        adders = clients[: args.add_clients]
         handle = await committed_handle(seq_client)
         every = {"": clients, LEGACY: old} if old else {"": clients}
         first = {era: group[:1] for era, group in every.items()}
         # warm-up: every client, both tools (tools/list for output schemas, connections, caches)
-        await compare(every, log, pid, handle, 20, 20)
-        await add_round(seq_client, log, pid, batches[:2])
+        if status_phases:
+            await compare(every, log, pid, handle, 20, 20)
+        await add_round(adders, log, pid, batches[: 2 * len(adders)])
 
         rounds: list[dict[str, Any]] = []
         for r in range(args.rounds):
-            seq = await compare(first, log, pid, handle, args.calls, args.chunk)
-            conc = await compare(
-                every, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
-            )
-            add = await add_round(seq_client, log, pid, batches)
+            line = f"  round {r + 1}: "
+            seq = conc = None
+            if status_phases:
+                seq = await compare(first, log, pid, handle, args.calls, args.chunk)
+                conc = await compare(
+                    every, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
+                )
+                line += f"{ratio_line('seq', seq)} | {ratio_line(f'{args.concurrency}-way', conc)} | "
+            add = await add_round(adders, log, pid, batches)
             rounds.append({"sequential": seq, "concurrent": conc, "add_records": add})
             print(
-                f"  round {r + 1}: {ratio_line('seq', seq)} | {ratio_line(f'{args.concurrency}-way', conc)}"
-                f" | add_records {add['calls_s']:4.1f} calls/s {add['records_s']:6.0f} rec/s",
+                line + f"add_records {add['calls_s']:4.1f} calls/s {add['records_s']:6.0f} rec/s "
+                f"(CPU ms/call: server {add['server_cpu_ms']:.1f}, client {add['client_cpu_ms']:.1f})",
                 flush=True,
             )
 
         profiles = None
-        if args.profile_server:
-            profiles = {}
+        if args.profile_add:
+            proc.send_signal(signal.SIGUSR1)
+            await anyio.sleep(0.2)
+            await add_round(adders, log, pid, batches)
+            proc.send_signal(signal.SIGUSR2)
+            await anyio.sleep(0.5)
+            profiles = {"add_records (event loop)": f"{args.profile_add}.loop"}
+            if Path(f"{args.profile_add}.loop.worker").exists():
+                profiles["add_records (worker thread)"] = f"{args.profile_add}.loop.worker"
+        if args.profile_server and status_phases:
+            profiles = profiles or {}
             windows = [(seq_client, STATUS, "status"), (seq_client, NOOP, "noop")]
             if old:
                 windows.append((old[0], STATUS, "status2025"))
@@ -453,7 +568,7 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
     rounds = measured["rounds"]
     med = statistics.median
     out: dict[str, Any] = {}
-    for phase in ("sequential", "concurrent"):
+    for phase in ("sequential", "concurrent") if rounds[0]["sequential"] else ():
         per = [r[phase] for r in rounds]
         status = [p[STATUS]["rate"] for p in per]
         noop = [p[NOOP]["rate"] for p in per]
@@ -491,17 +606,36 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
     adds = [r["add_records"] for r in rounds]
     out["add_records"] = {
         "batch": args.batch,
+        "clients": args.add_clients,
+        "schema": schema_name(args),
         "calls_s": round(med(a["calls_s"] for a in adds), 2),
         "records_s": round(med(a["records_s"] for a in adds)),
         "records_s_all": [round(a["records_s"]) for a in adds],
         "server_ms": round(med(a["server_ms"] for a in adds), 2),
         "server_cpu_ms": round(med(a["server_cpu_ms"] for a in adds), 2),
+        "client_cpu_ms": round(med(a["client_cpu_ms"] for a in adds), 2),
     }
     return out
 
 
+def schema_name(args: argparse.Namespace) -> str:
+    if args.schema == "typed":
+        return f"target '{ITEMS}': BenchItem (6 typed required fields, pattern, enum, bounds, no extras)"
+    return f"target '{ITEMS}': any JSON object (no per-record check)"
+
+
 def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
     print()
+    a = s["add_records"]
+    print(
+        f"add_records ({a['batch']}-record batches, {a['clients']} client(s), validated against "
+        f"{a['schema']}): {a['calls_s']} "
+        f"calls/s, {a['records_s']} records/s (rounds: {a['records_s_all']}), server median "
+        f"{a['server_ms']} ms/call, server CPU {a['server_cpu_ms']} ms/call "
+        f"({a['server_cpu_ms'] * 1000 / a['batch']:.1f} us/record), client CPU {a['client_cpu_ms']} ms/call"
+    )
+    if "sequential" not in s:
+        return
     print("medians over rounds; ratio = status time per call / noop time per call")
     print(
         f"{'phase':<11} {'status/s':>8} {'noop/s':>7} {'ratio':>6} {'per-round ratios':<26} "
@@ -527,12 +661,6 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
                 f"({', '.join(f'{x:.2f}' for x in old['vs_modern_status_all'])}); "
                 f"server CPU {old['server_cpu_ms_status']:.2f} ms/call"
             )
-    a = s["add_records"]
-    print(
-        f"add_records ({a['batch']}-record batches): {a['calls_s']} calls/s, {a['records_s']} records/s "
-        f"(rounds: {a['records_s_all']}), server median {a['server_ms']} ms/call, "
-        f"server CPU {a['server_cpu_ms']} ms/call"
-    )
     d = s.get("direct")
     if d:
         print(
@@ -553,7 +681,7 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
 
 def print_profiles(paths: dict[str, str]) -> None:
     for tool, path in paths.items():
-        print(f"\n--- server profile, {tool} (event-loop thread, tottime) ---", file=sys.stderr)
+        print(f"\n--- server profile, {tool} (tottime, then cumulative) ---", file=sys.stderr)
         stats = pstats.Stats(path, stream=sys.stderr)
         stats.sort_stats("tottime").print_stats(20)
         stats.sort_stats("cumulative").print_stats(30)
@@ -576,6 +704,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--calls-concurrent", type=int, default=50, help="calls per client per tool per round")
     p.add_argument("--batch", type=int, default=500, help="records per add_records call")
     p.add_argument("--batches", type=int, default=20, help="add_records calls per round")
+    p.add_argument(
+        "--add-clients",
+        type=int,
+        default=1,
+        help="clients staging at once, each into its own import (default 1: one call after another)",
+    )
     p.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     p.add_argument("--legacy", choices=("embedded", "tcp"), default="embedded")
@@ -588,6 +722,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--profile-server", metavar="PATH", help="also profile the server (PATH.status, PATH.noop)"
+    )
+    p.add_argument(
+        "--only", choices=("all", "add_records"), default="all", help="add_records: skip the status phases"
+    )
+    p.add_argument(
+        "--schema",
+        choices=("typed", "none"),
+        default="typed",
+        help="add_records into a target with a typed JSON Schema (default) or the permissive one",
+    )
+    p.add_argument(
+        "--profile-add",
+        metavar="PATH",
+        help="profile one extra add_records round in the server (PATH.loop, PATH.loop.worker)",
     )
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -619,9 +767,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tokens": str(tokens_path) if tokens_path else None,
             "max_records_per_call": max(args.batch, 1000),
         }
-        config = {"settings": settings}
+        config: dict[str, Any] = {"settings": settings, "schema": args.schema == "typed", "profile_names": []}
+        if args.profile_add:
+            config["profile_names"].append(f"{args.profile_add}.loop")
         if args.profile_server:
-            config["profile_names"] = [
+            config["profile_names"] += [
                 f"{args.profile_server}.{name}" for name in ("status", "noop", "status2025")
             ]
         log_path = workdir / "server.log"
@@ -630,13 +780,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"server: {url} (child pid {proc.pid}), db={args.db}, legacy={args.legacy}, auth={args.auth}",
             flush=True,
         )
+        load_before = os.getloadavg()[0]
         measured = asyncio.run(measure(args, url, token, ServerLog(log_path), proc))
+        load_after = os.getloadavg()[0]
         summary = summarize(args, measured)
         principal = Principal(subject="bench", tenant="bench") if token else _local_principal()
-        summary["direct"] = {
-            k: round(v, 1) for k, v in direct_costs(settings, measured["handle"], principal).items()
-        }
+        if args.only != "add_records":
+            summary["direct"] = {
+                k: round(v, 1) for k, v in direct_costs(settings, measured["handle"], principal).items()
+            }
+    summary["load_avg_1m"] = [round(load_before, 2), round(load_after, 2)]
     print_summary(summary, args)
+    print(f"machine load (1-minute average) before / after: {load_before:.2f} / {load_after:.2f}")
     if measured["profiles"]:
         print_profiles(measured["profiles"])
     summary.update(

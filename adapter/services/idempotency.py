@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
@@ -71,7 +71,16 @@ def retry_on_conflict(fn: Callable[[], T]) -> T:
     return retrying(fn)
 
 
-def check_fingerprint(existing: OperationRow, fingerprint: str) -> OperationRow:
+class Fingerprinted(Protocol):
+    @property
+    def request_fingerprint(self) -> str: ...
+
+
+F = TypeVar("F", bound=Fingerprinted)
+
+
+def check_fingerprint(existing: F, fingerprint: str) -> F:
+    """``existing`` if it was made by the same request, else ``idempotency_key_reused``."""
     if existing.request_fingerprint != fingerprint:
         raise IdempotencyKeyReused()
     return existing

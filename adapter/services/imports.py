@@ -1,27 +1,27 @@
 """The import use cases that need one transaction each: begin, add, status.
 
-Commit (the long, multi-step one) is in ``commit.py``; abort and compensation in ``abort.py``.
+Add (the hot path) is in ``staging.py``; commit (the long, multi-step one) in ``commit.py``; abort
+and compensation in ``abort.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from adapter.domain.confirmation import valid_target
-from adapter.domain.errors import InvalidRequest, InvalidState
+from adapter.domain.errors import InvalidRequest
 from adapter.domain.identity import Principal, fingerprint, new_id
-from adapter.domain.records import encode_records
 from adapter.domain.states import ImportState, OperationKind
 from adapter.domain.text import require_storable
-from adapter.domain.views import AddResult, BeginResult, ImportView, OperationSummary
+from adapter.domain.views import BeginResult, ImportView, OperationSummary
 from adapter.domain.vocabulary import EventKind
-from adapter.services.access import effective_state, find_usable_import, handle_digest, require_owner
+from adapter.services.access import effective_state, handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import run_once, validate_key
-from adapter.services.quotas import check_add, check_begin, check_tenant_bytes
+from adapter.services.quotas import check_begin
+from adapter.services.staging import add_records
 from adapter.store.reads import ImportWithOperations
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
@@ -100,52 +100,6 @@ def begin_import(
         target=outcome.result["target"],
         expires_at=datetime.fromisoformat(outcome.result["expires_at"]),
         record_count=0,
-        replayed=outcome.replayed,
-    )
-
-
-def add_records(
-    ctx: ServiceContext,
-    principal: Principal,
-    handle: str,
-    records: Sequence[Any],
-    *,
-    idempotency_key: str | None = None,
-) -> AddResult:
-    """Stage ``records`` durably after those already staged, in order; all or nothing."""
-    key = validate_key(idempotency_key)
-    encoded = encode_records(records, ctx.limits)
-    size = sum(len(text.encode()) for text in encoded)
-    check_tenant_bytes(ctx, principal, size, key)
-    content = hashlib.sha256("\n".join(encoded).encode()).hexdigest()
-    request = fingerprint("add", {"handle": ctx.codec.digest(handle), "records": content, "n": len(encoded)})
-
-    def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
-        row = find_usable_import(uow, principal, handle, ctx.clock())
-        if row.state != ImportState.OPEN.value:
-            raise InvalidState(f"records can only be added to an open import; this one is {row.state}")
-        ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
-        check_add(ctx, uow, row, len(encoded), size)
-        first_seq = row.record_count + 1
-        row.record_count += len(encoded)
-        row.staged_bytes = (row.staged_bytes or 0) + size
-        uow.flush()  # claims the import row (version check) before the records take their positions
-        uow.records.stage(row.id, first_seq, encoded)
-        operation.import_id = row.id
-        uow.events.record(
-            EventKind.IMPORT_RECORDS_STAGED,
-            import_id=row.id,
-            operation_id=operation.id,
-            state=row.state,
-            detail={"accepted": len(encoded), "record_count": row.record_count},
-        )
-        return {"accepted": len(encoded), "record_count": row.record_count, "first_seq": first_seq}
-
-    outcome = run_once(ctx, principal, OperationKind.ADD.value, key, request, perform)
-    return AddResult(
-        handle=handle,
-        accepted=outcome.result["accepted"],
-        record_count=outcome.result["record_count"],
         replayed=outcome.replayed,
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
@@ -28,9 +29,7 @@ from adapter.store.quota_reads import (
     delete_staged_range,
     imports_with_leftover_records,
     open_imports_of,
-    staged_bytes_of_tenant,
 )
-from adapter.store.tables import ImportRow
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
@@ -57,7 +56,17 @@ def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> N
         )
 
 
-def check_add(ctx: ServiceContext, uow: UnitOfWork, row: ImportRow, records: int, size: int) -> None:
+class Holding(Protocol):
+    """What an import holds so far (an ORM row or the add path's ``AddTarget``)."""
+
+    @property
+    def record_count(self) -> int: ...
+
+    @property
+    def staged_bytes(self) -> int | None: ...
+
+
+def check_add(ctx: ServiceContext, uow: UnitOfWork, row: Holding, records: int, size: int) -> None:
     quotas = ctx.quotas
     if row.record_count + records > quotas.max_records_per_import:
         raise QuotaExceeded(
@@ -78,10 +87,9 @@ def check_tenant_bytes(ctx: ServiceContext, principal: Principal, size: int, rep
     imports does not lengthen the transaction that claims the import row. A replay of an add that
     was already accepted (its idempotency key is recorded) is never refused."""
     limit = ctx.quotas.max_staged_bytes_per_tenant
-    with ctx.store.unit_of_work() as uow:
-        held = staged_bytes_of_tenant(uow.session, principal.tenant)
-        over = held + size > limit
-        if over and replay_key is not None:
+    over = ctx.store.staged_bytes_of_tenant(principal.tenant) + size > limit  # outside any transaction
+    if over and replay_key is not None:
+        with ctx.store.unit_of_work() as uow:
             over = uow.operations.by_key(principal.tenant, principal.subject, ADD, replay_key) is None
     if over:
         raise QuotaExceeded(

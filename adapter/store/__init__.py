@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
+from adapter.store.errors import raise_translated
 from adapter.store.notify import install_event_notify
+from adapter.store.quota_reads import staged_bytes_of_tenant
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -43,6 +45,28 @@ class Store:
 
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for single-statement, read-only paths: no ORM session, no transaction.
+
+        Driver errors leave the block as ``StoreUnavailable`` (or ``StoreConflict``), as from a unit
+        of work.
+        """
+        try:
+            with self.engine.connect() as connection:
+                connection.execution_options(adapter_read_only=True)
+                if not self.local_reads:  # SQLite already runs without BEGIN (see engine.py)
+                    connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+        except Exception as exc:
+            raise_translated(exc, self.engine.dialect.dbapi)
+            raise
+
+    def staged_bytes_of_tenant(self, tenant: str) -> int:
+        """What the tenant's open and committing imports hold (checked before every add)."""
+        with self.read() as connection:
+            return staged_bytes_of_tenant(connection, tenant)
 
     def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
         """The import with this handle digest and its operations, oldest first (``reads.py``), on the

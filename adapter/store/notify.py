@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from adapter.store.tables import EventRow
 
-__all__ = ["channel_for_schema", "current_channel", "install_event_notify"]
+__all__ = ["channel_for_schema", "current_channel", "install_event_notify", "notify_events"]
 
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 _CHANNELS: dict[str, str] = {}
@@ -54,14 +54,19 @@ def _payloads(ids: list[int]) -> list[str]:
     return out
 
 
-def _notify_new_events(session: Session, _context: Any) -> None:
-    ids = sorted(obj.id for obj in session.new if isinstance(obj, EventRow) and obj.id is not None)
+def notify_events(connection: Connection, ids: list[int]) -> None:
+    """Announce the events ``ids`` written in this transaction (delivered only if it commits)."""
     if not ids:
         return
-    connection = session.connection()
     channel = current_channel(connection)
-    for payload in _payloads(ids):
+    for payload in _payloads(sorted(ids)):
         connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
+
+
+def _notify_new_events(session: Session, _context: Any) -> None:
+    ids = [obj.id for obj in session.new if isinstance(obj, EventRow) and obj.id is not None]
+    if ids:
+        notify_events(session.connection(), ids)
 
 
 def install_event_notify(factory: sessionmaker[Session]) -> None:

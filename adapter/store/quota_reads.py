@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, select
+from sqlalchemy import Connection, bindparam, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
@@ -37,11 +37,14 @@ def open_imports_of(session: Session, tenant: str, principal: str, now: datetime
     return int(session.scalar(query) or 0)
 
 
-def staged_bytes_of_tenant(session: Session, tenant: str) -> int:
-    query = select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
-        ImportRow.tenant == tenant, ImportRow.state.in_(HOLDING_STATES)
-    )
-    return int(session.scalar(query) or 0)
+_STAGED_BYTES_OF_TENANT = select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
+    ImportRow.tenant == bindparam("tenant"), ImportRow.state.in_(HOLDING_STATES)
+)
+
+
+def staged_bytes_of_tenant(connection: Session | Connection, tenant: str) -> int:
+    """What the tenant's imports hold; one prebuilt statement (it runs before every add)."""
+    return int(connection.scalar(_STAGED_BYTES_OF_TENANT, {"tenant": tenant}) or 0)
 
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:

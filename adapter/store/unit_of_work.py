@@ -24,6 +24,7 @@ from adapter.store.repositories import (
     RecordRepository,
     RetentionRepository,
 )
+from adapter.store.staging import StagingRepository
 
 __all__ = ["UnitOfWork"]
 
@@ -44,6 +45,7 @@ class UnitOfWork:
         self.audit = AuditRepository(self.session)
         self.retention = RetentionRepository(self.session)
         self.confirmations = ConfirmationRepository(self.session)
+        self.staging = StagingRepository(self.session)
         return self
 
     def __exit__(

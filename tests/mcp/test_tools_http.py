@@ -117,3 +117,19 @@ async def test_an_idempotency_key_reused_with_other_arguments_is_an_error_result
 
         status = server.structured(await client.call_tool("get_import_status", {"handle": handle}))
         assert status["record_count"] == 1, "the refused call staged nothing"
+
+
+async def test_a_record_that_is_not_an_object_is_refused_by_its_index_and_nothing_is_staged(
+    server: Any,
+) -> None:
+    async with server.client() as client:
+        handle = server.structured(await client.call_tool("begin_import", {"target": "customers"}))["handle"]
+        refused = await client.call_tool(
+            "add_records", {"handle": handle, "records": [{"a": 1}, [1], {"b": 2}]}
+        )
+        assert server.error_text(refused) == "validation_error: record 1 is not a JSON object"
+        empty = await client.call_tool("add_records", {"handle": handle, "records": []})
+        assert server.error_text(empty).startswith("validation_error: records:")
+
+        status = server.structured(await client.call_tool("get_import_status", {"handle": handle}))
+        assert status["record_count"] == 0, "the refused calls staged nothing"

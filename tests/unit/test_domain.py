@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 
 from adapter.domain.errors import InvalidRequest, InvalidState, LimitExceeded
 from adapter.domain.identity import HandleCodec, fingerprint
-from adapter.domain.records import Limits, encode_records
+from adapter.domain.records import Limits, encode_batch, encode_records
 from adapter.domain.states import (
     IMPORT_TRANSITIONS,
     OPERATION_AWAITING_RECONCILIATION,
@@ -39,6 +41,55 @@ records = st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 @given(records)
 def test_encoded_records_decode_to_the_same_records_in_the_same_order(batch: list[dict[str, object]]) -> None:
     assert [json.loads(text) for text in encode_records(batch, Limits())] == batch
+
+
+def _as_json_dumps(batch: list[dict[str, object]]) -> list[str]:
+    return [json.dumps(r, separators=(",", ":"), ensure_ascii=False, allow_nan=False) for r in batch]
+
+
+json_numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+number_records = st.lists(
+    st.dictionaries(st.text(max_size=8), json_numbers | st.text(max_size=12), max_size=4), min_size=1
+)
+
+
+@pytest.mark.slow
+@given(number_records)
+def test_the_stored_text_is_byte_for_byte_what_json_dumps_writes(batch: list[dict[str, object]]) -> None:
+    """The fingerprint of an add digests these texts: a replay must match across versions."""
+    assert encode_records(batch, Limits()) == _as_json_dumps(batch)
+
+
+def test_one_pass_gives_the_texts_their_size_and_their_digest() -> None:
+    batch = [{"n": 1e-7, "s": "é"}, {"big": 10**30, "tiny": 0.00001, "x": [1.5, None, True]}, {}]
+    encoded = encode_batch(batch, Limits())
+    assert encoded.texts == _as_json_dumps(batch)
+    assert encoded.size == sum(len(t.encode()) for t in encoded.texts)
+    assert encoded.content_digest == hashlib.sha256("\n".join(encoded.texts).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"x": float("nan")}, "record 1 is not valid JSON"),
+        ({"x": [float("-inf")]}, "record 1 is not valid JSON"),
+        ({"x": datetime(2026, 1, 1)}, "record 1 is not valid JSON"),
+        ({"x": {1, 2}}, "record 1 is not valid JSON"),
+        ({"x": b"bytes"}, "record 1 is not valid JSON"),
+        ({"x": "\ud800"}, "record 1 contains a lone surrogate"),
+        ({"\udc00": 1}, "record 1 contains a lone surrogate"),
+    ],
+)
+def test_what_json_cannot_hold_is_refused_with_the_record_index(
+    record: dict[object, object], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        encode_records([{"ok": 1}, record], Limits())
+
+
+def test_python_values_json_dumps_accepts_are_written_as_it_writes_them() -> None:
+    batch: list[dict[object, object]] = [{"t": (1, 2), 1: "int key", None: "null key", "s": "a NaN-e-0.0000"}]
+    assert encode_records(batch, Limits()) == _as_json_dumps(batch)  # type: ignore[arg-type]
 
 
 def test_limits_are_enforced_per_call_and_per_record() -> None:

