@@ -104,7 +104,7 @@ from core_import import DEFAULT_POSTGRES_URL, DatabaseFactory, make_records, sim
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token-" + secrets.token_hex(16)
-STATUS, NOOP = "get_import_status", "noop"
+STATUS, NOOP, NOOP_ADD = "get_import_status", "noop", "noop_add"
 TIMEOUT = 60.0
 
 
@@ -165,6 +165,31 @@ def noop_tool() -> Any:
     return Tool(NOOP, "No-op", "Benchmark only: returns at once.", NoopIn, NoopOut, hints, _noop)
 
 
+async def _noop_add(call: Any, args: Any) -> Any:
+    from adapter.entrypoints.mcp import schemas
+
+    return schemas.AddRecordsOut(
+        handle=args.handle, accepted=len(args.records), record_count=0, replayed=False
+    )
+
+
+def noop_add_tool() -> Any:
+    """``add_records``' own input and output models, nothing done: what the SDK and HTTP cost alone."""
+    from adapter.entrypoints.mcp import schemas
+    from adapter.entrypoints.mcp.tools import Tool
+
+    hints = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+    return Tool(
+        NOOP_ADD,
+        "No-op add",
+        "Benchmark only.",
+        schemas.AddRecordsIn,
+        schemas.AddRecordsOut,
+        hints,
+        _noop_add,
+    )
+
+
 def child_main(config: dict[str, Any]) -> int:
     """Serve create_app(kit) (+ noop) on 127.0.0.1:0; print 'PORT n' on stdout once listening.
 
@@ -181,6 +206,7 @@ def child_main(config: dict[str, Any]) -> int:
     kit = build(settings, legacy=TypedTargets(build_legacy_port(settings), schema=config["schema"]))
     app = create_app(kit)
     app.state.gateway.tools[NOOP] = noop_tool()
+    app.state.gateway.tools[NOOP_ADD] = noop_add_tool()
     worker = WorkerProfiler(kit.service)
 
     profiles = iter(config.get("profile_names") or [])
@@ -428,17 +454,22 @@ async def compare(
 
 
 async def add_round(
-    clients: Sequence[Client], log: ServerLog, pid: int, batches: list[list[dict[str, Any]]]
+    clients: Sequence[Client],
+    log: ServerLog,
+    pid: int,
+    batches: list[list[dict[str, Any]]],
+    tool: str = "add_records",
 ) -> dict[str, float]:
     """Each client stages into an import of its own, one call after another; the batches are dealt
-    out to the clients in turn (one client: the sequential figure)."""
+    out to the clients in turn (one client: the sequential figure). ``tool=NOOP_ADD``: the same
+    calls to the no-op that takes the same arguments."""
 
     Batches = list[list[dict[str, Any]]]
 
     def worker(client: Client, handle: str, mine: Batches) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
             for chunk in mine:
-                added = await call(client, "add_records", {"handle": handle, "records": chunk})
+                added = await call(client, tool, {"handle": handle, "records": chunk})
                 assert added["accepted"] == len(chunk)
 
         return work
@@ -447,7 +478,7 @@ async def add_round(
     for i, client in enumerate(clients):
         handle = (await call(client, "begin_import", {"target": ITEMS}))["handle"]
         workers.append(worker(client, handle, batches[i :: len(clients)]))
-    figures = (await timed_block(log, pid, workers, len(batches), "add_records")).figures()
+    figures = (await timed_block(log, pid, workers, len(batches), tool)).figures()
     per_call = sum(len(b) for b in batches) / len(batches)
     return {
         "calls_s": figures["rate"],
@@ -503,7 +534,15 @@ async def measure(
                     every, log, pid, handle, args.calls_concurrent, max(1, args.chunk // args.concurrency)
                 )
                 line += f"{ratio_line('seq', seq)} | {ratio_line(f'{args.concurrency}-way', conc)} | "
-            add = await add_round(adders, log, pid, batches)
+            if r % 2:  # ABBA: the no-op taking the same records, before or after
+                noop_add = await add_round(adders, log, pid, batches, NOOP_ADD)
+                add = await add_round(adders, log, pid, batches)
+            else:
+                add = await add_round(adders, log, pid, batches)
+                noop_add = await add_round(adders, log, pid, batches, NOOP_ADD)
+            add["vs_noop"] = noop_add["calls_s"] / add["calls_s"]
+            add["noop_records_s"] = noop_add["records_s"]
+            add["noop_server_cpu_ms"] = noop_add["server_cpu_ms"]
             rounds.append({"sequential": seq, "concurrent": conc, "add_records": add})
             print(
                 line + f"add_records {add['calls_s']:4.1f} calls/s {add['records_s']:6.0f} rec/s "
@@ -614,6 +653,10 @@ def summarize(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
         "server_ms": round(med(a["server_ms"] for a in adds), 2),
         "server_cpu_ms": round(med(a["server_cpu_ms"] for a in adds), 2),
         "client_cpu_ms": round(med(a["client_cpu_ms"] for a in adds), 2),
+        "noop_records_s": round(med(a["noop_records_s"] for a in adds)),
+        "noop_server_cpu_ms": round(med(a["noop_server_cpu_ms"] for a in adds), 2),
+        "vs_noop": round(med(a["vs_noop"] for a in adds), 3),
+        "vs_noop_all": [round(a["vs_noop"], 2) for a in adds],
     }
     return out
 
@@ -633,6 +676,11 @@ def print_summary(s: dict[str, Any], args: argparse.Namespace) -> None:
         f"calls/s, {a['records_s']} records/s (rounds: {a['records_s_all']}), server median "
         f"{a['server_ms']} ms/call, server CPU {a['server_cpu_ms']} ms/call "
         f"({a['server_cpu_ms'] * 1000 / a['batch']:.1f} us/record), client CPU {a['client_cpu_ms']} ms/call"
+    )
+    print(
+        f"  the SDK no-op taking the same records ({NOOP_ADD}): {a['noop_records_s']} records/s, server CPU "
+        f"{a['noop_server_cpu_ms']} ms/call; add_records costs {a['vs_noop']:.2f}x it per call "
+        f"(rounds: {a['vs_noop_all']})"
     )
     if "sequential" not in s:
         return
