@@ -20,8 +20,8 @@ The path of one commit (see docs/architecture.md):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
@@ -54,6 +54,7 @@ from adapter.ports.legacy import (
     LegacySession,
     LegacyTransient,
 )
+from adapter.ports.sessions import add_record_texts
 from adapter.ports.targets import begin_batch
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
@@ -489,30 +490,63 @@ def _replay_records(
     progress: ProgressReporter,
     cancel: CancelToken | None,
 ) -> int:
-    """Send the staged records in chunks, reading the next chunk while the legacy system works.
+    """Send the staged records in keyset chunks, as the JSON texts they were stored as, reading the
+    next chunk (on the shared read-ahead pool) while the legacy system takes the current one.
 
-    At most two chunks are in memory at once, whatever the size of the import.
+    At most two chunks are in memory at once, whatever the size of the import. The last read asks
+    for one record more than the import counts, so a store holding more is caught before COMMIT
+    without a read that only finds nothing.
     """
-    size = ctx.commit_policy.chunk_size
+    size, total = ctx.commit_policy.chunk_size, claim.total
 
-    def read(after: int) -> tuple[int, list[dict[str, Any]]]:
-        with ctx.store.unit_of_work() as uow:
-            rows = uow.records.chunk(claim.import_id, after, size)
-        return (rows[-1][0] if rows else after), [json.loads(data) for _, data in rows]
+    def read(after: int, sent: int) -> tuple[int, list[str]]:
+        remaining = total - sent
+        return ctx.store.staged_chunk(claim.import_id, after, remaining + 1 if remaining <= size else size)
 
     sent = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead") as reader:
-        pending = reader.submit(read, 0)
-        while True:
-            _check_cancel(cancel)
-            last_seq, records = pending.result()
-            if not records:
-                return sent
-            pending = reader.submit(read, last_seq)
+    chunk = read(0, 0)
+    while True:
+        _check_cancel(cancel)
+        last_seq, texts = chunk
+        if not texts:
+            return sent
+        if sent + len(texts) > total:
+            raise StagedRecordsMismatch(f"staged {total} records but found more")
+        following = sent + len(texts)
+        pending = _read_ahead().submit(read, last_seq, following) if following < total else None
+        try:
             with progress.in_flight(sent):  # a slow legacy system still shows signs of life
-                session.add(records)
-            sent += len(records)
-            progress(sent, claim.total)
+                add_record_texts(session, texts)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()  # a read not yet started is not needed any more
+            raise
+        sent = following
+        progress(sent, total)
+        if pending is None:
+            return sent
+        chunk = pending.result()
+
+
+_read_ahead_pool: ThreadPoolExecutor | None = None
+_read_ahead_lock = threading.Lock()
+
+
+def _read_ahead() -> ThreadPoolExecutor:
+    """One small pool for every commit's read-ahead (threads start on first use and are reused):
+    a commit does not start a thread of its own."""
+    global _read_ahead_pool
+    if _read_ahead_pool is None:
+        with _read_ahead_lock:
+            if _read_ahead_pool is None:
+                _read_ahead_pool = ThreadPoolExecutor(
+                    max_workers=_READ_AHEAD_THREADS, thread_name_prefix="read-ahead"
+                )
+    return _read_ahead_pool
+
+
+_READ_AHEAD_THREADS = 8
+"""Read-ahead threads shared by all commits; a read waits for a free one (reads take milliseconds)."""
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:
