@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
@@ -65,6 +64,7 @@ from adapter.services.leases import Heartbeat, new_lease_owner, release_lease, t
 from adapter.services.progress import ProgressReporter
 from adapter.services.quotas import CommitSlot
 from adapter.services.retries import legacy_retrying
+from adapter.services.ticker import shared_pool
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -528,25 +528,13 @@ def _replay_records(
         chunk = pending.result()
 
 
-_read_ahead_pool: ThreadPoolExecutor | None = None
-_read_ahead_lock = threading.Lock()
+_READ_AHEAD_THREADS = 8
+"""Read-ahead threads shared by all commits; a read waits for a free one (reads take milliseconds)."""
 
 
 def _read_ahead() -> ThreadPoolExecutor:
-    """One small pool for every commit's read-ahead (threads start on first use and are reused):
-    a commit does not start a thread of its own."""
-    global _read_ahead_pool
-    if _read_ahead_pool is None:
-        with _read_ahead_lock:
-            if _read_ahead_pool is None:
-                _read_ahead_pool = ThreadPoolExecutor(
-                    max_workers=_READ_AHEAD_THREADS, thread_name_prefix="read-ahead"
-                )
-    return _read_ahead_pool
-
-
-_READ_AHEAD_THREADS = 8
-"""Read-ahead threads shared by all commits; a read waits for a free one (reads take milliseconds)."""
+    """One small pool for every commit's read-ahead: a commit does not start a thread of its own."""
+    return shared_pool("read-ahead", _READ_AHEAD_THREADS)
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:
