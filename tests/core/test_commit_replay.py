@@ -174,3 +174,33 @@ def test_a_store_holding_other_than_the_counted_records_is_never_committed(
 
     assert result.status == "failed"
     assert legacy_engine.committed_batches() == []
+
+
+def test_the_first_attempt_point_is_written_by_the_claim_and_a_retry_writes_its_own(
+    ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    service = ImportService(ctx)
+    handle = staged(service, alice, RECORDS)
+    result = service.commit(alice, handle)
+    operation = service.operation_status(alice, operation_id=result.operation_id)
+    points = [
+        (e.detail["point"], e.detail["attempt"])
+        for e in operation.history
+        if e.event == "operation.recovery_point"
+    ]
+    assert operation.attempts == 1
+    assert points == [("replaying", 1), ("commit_sent", 1)]
+
+    ctx.commit_policy = CommitPolicy(
+        chunk_size=10, max_attempts=30, retry_wait_initial=0.001, retry_wait_max=0.005
+    )
+    handle = staged(service, alice, RECORDS[:20])
+    legacy_engine.update_faults(error_rate=0.05, seed=7)
+    result = service.commit(alice, handle)
+    legacy_engine.update_faults(error_rate=0.0)
+    assert result.status == "committed"
+    operation = service.operation_status(alice, operation_id=result.operation_id)
+    replaying = [
+        e.detail["attempt"] for e in operation.history if e.detail and e.detail.get("point") == "replaying"
+    ]
+    assert operation.attempts > 1 and replaying == list(range(1, operation.attempts + 1))
