@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from legacy_sim.client import ConnectionLostError, LegacySimError, SingleCommands, pick_error
+from legacy_sim.client import (
+    ConnectionLostError,
+    LegacySimError,
+    SingleCommands,
+    check_record_texts,
+    pick_error,
+)
 from legacy_sim.engine import LegacyEngine, SessionDropped
 from legacy_sim.protocol import (
     ADD,
@@ -49,6 +55,19 @@ class InProcessClient(SingleCommands):
         if errors:
             raise pick_error(errors)
         return results
+
+    def add_many_json(self, texts: Sequence[str]) -> int:
+        """Like the TCP client's: records given as JSON object texts, parsed as the server would."""
+        check_record_texts(texts)
+        errors: list[LegacySimError] = []
+        for index, text in enumerate(texts):
+            try:
+                self._execute(f"ADD {text}\n".encode())
+            except LegacySimError as exc:
+                errors.append(LegacySimError(exc.code, exc.message, index=index))
+        if errors:
+            raise pick_error(errors)
+        return len(texts)
 
     def close(self) -> None:
         """End the session; uncommitted work is lost."""

@@ -19,6 +19,7 @@ from adapter.ports.legacy import (
     Target,
     VoidResult,
 )
+from adapter.ports.sessions import add_record_texts, decode_record_texts
 from adapter.ports.targets import begin_batch, port_targets
 
 __all__ = ["ForwardingPort", "ForwardingSession"]
@@ -35,6 +36,14 @@ class ForwardingSession:
 
     def add(self, records: Sequence[Record]) -> None:
         self._inner.add(records)
+
+    def add_json(self, texts: Sequence[str]) -> None:
+        """The texts as they are when ``inner`` takes them; through ``self.add`` (decoded) when a
+        subclass hooks ``add``, so its hook still sees every record."""
+        if type(self).add is ForwardingSession.add:
+            add_record_texts(self._inner, texts)
+        else:
+            self.add(decode_record_texts(texts))
 
     def commit(self) -> CommittedBatch:
         return self._inner.commit()

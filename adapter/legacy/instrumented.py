@@ -27,6 +27,7 @@ from adapter.ports.legacy import (
     Record,
     VoidResult,
 )
+from adapter.ports.sessions import add_record_texts
 
 __all__ = ["InstrumentedPort", "InstrumentedSession", "Observer"]
 
@@ -86,6 +87,11 @@ class InstrumentedSession(ForwardingSession):
     def add(self, records: Sequence[Record]) -> None:
         with self._observers.timed("add"):
             super().add(records)
+
+    def add_json(self, texts: Sequence[str]) -> None:
+        """Timed as ``add``: the same command to the legacy system, with records as JSON texts."""
+        with self._observers.timed("add"):
+            add_record_texts(self.inner, texts)
 
     def commit(self) -> CommittedBatch:
         with self._observers.timed("commit"):

@@ -41,6 +41,7 @@ from legacy_sim.protocol import TRANSIENT
 
 __all__ = ["LegacyTarget", "SimulatorPort", "SimulatorSession", "parse_legacy_url"]
 
+
 @contextmanager
 def _translated(step: Step, context: str = "") -> Iterator[None]:
     """The one place simulator errors become port errors (see the module table)."""
@@ -78,6 +79,12 @@ class SimulatorSession:
         """Pipelined ADDs; any failing record fails the whole call (and ends the session)."""
         with self._failing_closes("add"):
             self._client.add_many([dict(record) for record in records])
+
+    def add_json(self, texts: Sequence[str]) -> None:
+        """Records as the kit staged them (compact JSON object texts): the texts go on the wire as
+        they are, with no decode and encode (:class:`~adapter.ports.legacy.JsonRecordSession`)."""
+        with self._failing_closes("add"):
+            self._client.add_many_json(texts)
 
     def commit(self) -> CommittedBatch:
         with self._failing_closes("commit"):

@@ -33,6 +33,7 @@ __all__ = [
     "BatchStatus",
     "CommittedBatch",
     "CommittedBatchInfo",
+    "JsonRecordSession",
     "LegacyError",
     "LegacyFailed",
     "LegacyOutcomeUnknown",
@@ -166,6 +167,21 @@ class LegacySession(Protocol):
 
     def close(self) -> None:
         """Release the connection. Uncommitted work is lost."""
+
+
+@runtime_checkable
+class JsonRecordSession(Protocol):
+    """Optional on a session: take records as the JSON texts the kit staged, without decoding them.
+
+    Each text is one record, a JSON object in compact form (no line breaks). A session whose wire
+    format is JSON can send the texts as they are and save a decode and an encode per record on the
+    commit's replay. Same contract as :meth:`LegacySession.add` otherwise (in order; any failure fails
+    the whole call and finishes the session). The kit detects the method; a session without it gets
+    the records decoded, through ``add``.
+    """
+
+    def add_json(self, texts: Sequence[str]) -> None:
+        """Append the records whose JSON texts are ``texts`` to the open batch, in order."""
 
 
 @runtime_checkable

@@ -20,7 +20,6 @@ The path of one commit (see docs/architecture.md):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from adapter.ports.legacy import (
     LegacySession,
     LegacyTransient,
 )
+from adapter.ports.sessions import add_record_texts
 from adapter.ports.targets import begin_batch
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import CancelToken, ProgressCallback, ServiceContext
@@ -64,6 +64,7 @@ from adapter.services.leases import Heartbeat, new_lease_owner, release_lease, t
 from adapter.services.progress import ProgressReporter
 from adapter.services.quotas import CommitSlot
 from adapter.services.retries import legacy_retrying
+from adapter.services.ticker import shared_pool
 from adapter.store.tables import ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -107,6 +108,7 @@ class _Run:
     """What one execution has done so far: decides how an unexpected error is recorded."""
 
     commit_sent: bool = False
+    first_point_recorded: bool = True  # the claim wrote the first attempt's ``replaying`` point
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +266,11 @@ def _claim(
             operation = reuse
             transition_operation(operation, OperationState.IN_PROGRESS)
         operation.error = None
-        operation.recovery_point = RecoveryPoint.CLAIMED
+        # The first attempt's recovery point goes in this transaction (the lease was just taken, so
+        # there is nothing to check yet): one store round trip fewer per commit. Later attempts
+        # write their own (_attempt).
+        operation.recovery_point = RecoveryPoint.REPLAYING
+        operation.attempts += 1
         owner = new_lease_owner(ctx)
         take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
@@ -283,6 +289,13 @@ def _claim(
             row,
             operation,
             detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
+        )
+        _record_event(
+            uow,
+            EventKind.OPERATION_RECOVERY_POINT,
+            row,
+            operation,
+            detail={"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
         )
         uow.commit()
         if operation.batch_ref is None:  # every commit operation gets one when it is created
@@ -415,7 +428,10 @@ def _attempt(
     cancel: CancelToken | None,
 ) -> CommittedBatch:
     """One legacy session: begin, add every staged record in order, then commit."""
-    _set_recovery_point(ctx, claim, RecoveryPoint.REPLAYING, attempt=True)
+    if run.first_point_recorded:
+        run.first_point_recorded = False
+    else:
+        _set_recovery_point(ctx, claim, RecoveryPoint.REPLAYING, attempt=True)
     # An earlier commit of this import may have landed late (after it was judged not_committed):
     # a COMMIT now would make a second batch.
     earlier = earlier_batch_committed(ctx, claim.earlier_refs)
@@ -489,30 +505,51 @@ def _replay_records(
     progress: ProgressReporter,
     cancel: CancelToken | None,
 ) -> int:
-    """Send the staged records in chunks, reading the next chunk while the legacy system works.
+    """Send the staged records in keyset chunks, as the JSON texts they were stored as, reading the
+    next chunk (on the shared read-ahead pool) while the legacy system takes the current one.
 
-    At most two chunks are in memory at once, whatever the size of the import.
+    At most two chunks are in memory at once, whatever the size of the import. The last read asks
+    for one record more than the import counts, so a store holding more is caught before COMMIT
+    without a read that only finds nothing.
     """
-    size = ctx.commit_policy.chunk_size
+    size, total = ctx.commit_policy.chunk_size, claim.total
 
-    def read(after: int) -> tuple[int, list[dict[str, Any]]]:
-        with ctx.store.unit_of_work() as uow:
-            rows = uow.records.chunk(claim.import_id, after, size)
-        return (rows[-1][0] if rows else after), [json.loads(data) for _, data in rows]
+    def read(after: int, sent: int) -> tuple[int, list[str]]:
+        remaining = total - sent
+        return ctx.store.staged_chunk(claim.import_id, after, remaining + 1 if remaining <= size else size)
 
     sent = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead") as reader:
-        pending = reader.submit(read, 0)
-        while True:
-            _check_cancel(cancel)
-            last_seq, records = pending.result()
-            if not records:
-                return sent
-            pending = reader.submit(read, last_seq)
+    chunk = read(0, 0)
+    while True:
+        _check_cancel(cancel)
+        last_seq, texts = chunk
+        if not texts:
+            return sent
+        if sent + len(texts) > total:
+            raise StagedRecordsMismatch(f"staged {total} records but found more")
+        following = sent + len(texts)
+        pending = _read_ahead().submit(read, last_seq, following) if following < total else None
+        try:
             with progress.in_flight(sent):  # a slow legacy system still shows signs of life
-                session.add(records)
-            sent += len(records)
-            progress(sent, claim.total)
+                add_record_texts(session, texts)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()  # a read not yet started is not needed any more
+            raise
+        sent = following
+        progress(sent, total)
+        if pending is None:
+            return sent
+        chunk = pending.result()
+
+
+_READ_AHEAD_THREADS = 8
+"""Read-ahead threads shared by all commits; a read waits for a free one (reads take milliseconds)."""
+
+
+def _read_ahead() -> ThreadPoolExecutor:
+    """One small pool for every commit's read-ahead: a commit does not start a thread of its own."""
+    return shared_pool("read-ahead", _READ_AHEAD_THREADS)
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:

@@ -2,7 +2,7 @@
 
 An operation that is being worked on carries ``lease_owner`` and ``lease_expires_at``. A worker
 takes a lease only when none is held or the holder's has run out, and renews it while it works (a
-heartbeat thread), so two workers or two reconcilers never act on one operation at once, while the
+heartbeat), so two workers or two reconcilers never act on one operation at once, while the
 operation of a worker that died is taken over within one lease period, not held by a lock that stays.
 The optimistic version column makes taking a lease a compare-and-set.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 from datetime import datetime, timedelta
 from types import TracebackType
 
 from adapter.services.context import ServiceContext
+from adapter.services.ticker import Repeating, every
 from adapter.store.tables import OperationRow
 
 __all__ = ["Heartbeat", "lease_is_free", "new_lease_owner", "release_lease", "renew_lease", "take_lease"]
@@ -64,31 +64,33 @@ def renew_lease(ctx: ServiceContext, operation_id: str, owner: str) -> bool:
 
 
 class Heartbeat:
-    """Renews a lease every third of its length while a block of work runs."""
+    """Renews a lease every third of its length while a block of work runs (on the process's
+    ticker, ``ticker.py``: no thread of its own)."""
 
     def __init__(self, ctx: ServiceContext, operation_id: str, owner: str) -> None:
         self._ctx = ctx
         self._operation_id = operation_id
         self._owner = owner
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{operation_id[:8]}", daemon=True)
+        self._beats: Repeating | None = None
 
-    def _beat(self) -> None:
-        interval = self._ctx.commit_policy.lease_seconds / 3
-        while not self._stop.wait(interval):
-            try:
-                if not renew_lease(self._ctx, self._operation_id, self._owner):
-                    log.warning("lease on operation %s was lost", self._operation_id)
-                    return
-            except Exception:  # the store is briefly unavailable: try again next beat
-                log.warning("lease renewal failed", exc_info=True)
+    def _beat(self) -> bool:
+        """One renewal; False (no more beats) once the lease is no longer ours."""
+        try:
+            if renew_lease(self._ctx, self._operation_id, self._owner):
+                return True
+        except Exception:  # the store is briefly unavailable: try again next beat
+            log.warning("lease renewal failed", exc_info=True)
+            return True
+        if self._beats is not None and not self._beats.cancelled:  # not just our own release
+            log.warning("lease on operation %s was lost", self._operation_id)
+        return False
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        self._beats = every(self._ctx.commit_policy.lease_seconds / 3, self._beat)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        if self._beats is not None:
+            self._beats.cancel()

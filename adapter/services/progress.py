@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 
 from adapter.services.context import ProgressCallback
+from adapter.services.ticker import every
 
 __all__ = ["ProgressReporter"]
 
@@ -23,7 +24,8 @@ log = logging.getLogger("adapter.commit")
 
 
 class ProgressReporter:
-    """Wraps a transport's progress callback; safe to call from the commit and its pulse thread."""
+    """Wraps a transport's progress callback; safe to call from the commit and from its pulses
+    (which run on the ticker)."""
 
     def __init__(self, callback: ProgressCallback | None, total: int, pulse_seconds: float) -> None:
         self._callback = callback
@@ -50,21 +52,19 @@ class ProgressReporter:
         if self._callback is None:
             yield
             return
-        stop = threading.Event()
+        beats = 0
 
-        def pulse() -> None:
-            beats = 0
-            while not stop.wait(self._pulse_seconds):
-                beats += 1
-                self(sent + beats / (beats + 1))
+        def pulse() -> bool:
+            nonlocal beats
+            beats += 1
+            self(sent + beats / (beats + 1))  # stays below sent + 1, so a late pulse is never shown
+            return True
 
-        thread = threading.Thread(target=pulse, name="progress-pulse", daemon=True)
-        thread.start()
+        pulses = every(self._pulse_seconds, pulse)  # on the process's ticker: no thread per chunk
         try:
             yield
         finally:
-            stop.set()
-            thread.join()
+            pulses.cancel()
 
     def close(self) -> None:
         """No report after this: the result is about to be returned."""

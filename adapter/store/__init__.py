@@ -16,6 +16,7 @@ from adapter.store.errors import raise_translated
 from adapter.store.notify import install_event_notify
 from adapter.store.quota_reads import staged_bytes_of_tenant
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
+from adapter.store.replay import staged_chunk
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["Store"]
@@ -67,6 +68,12 @@ class Store:
         """What the tenant's open and committing imports hold (checked before every add)."""
         with self.read() as connection:
             return staged_bytes_of_tenant(connection, tenant)
+
+    def staged_chunk(self, import_id: str, after_seq: int, size: int) -> tuple[int, list[str]]:
+        """The commit's replay read (``replay.py``): the next ``size`` staged records of the import
+        after ``after_seq``, as stored JSON texts, with the last seq read."""
+        with self.read() as connection:
+            return staged_chunk(connection, import_id, after_seq, size)
 
     def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
         """The import with this handle digest and its operations, oldest first (``reads.py``), on the

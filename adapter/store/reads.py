@@ -151,7 +151,6 @@ class ImportReads:
         cursor.execute(self._sql, (handle_digest,))
 
 
-
 class AsyncImportReads:
     """The same read with psycopg's async driver, on one event loop (PostgreSQL only)."""
 

@@ -7,14 +7,14 @@ to its output model. Business rules live in ``adapter.services``; this module on
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotations
@@ -33,6 +33,8 @@ from adapter.services import CancelToken, Decision, ImportService
 __all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("adapter.mcp.tools")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,21 +230,45 @@ class _ConfirmationMissing(InvalidRequest):
 async def _commit_with_progress(
     call: Call, handle: str, key: str | None, expect: CommitSubject | None
 ) -> CommitResult:
+    """The commit in a worker thread; its progress reports go out from the event loop, in order.
+
+    The commit thread only queues a report (it never waits for the loop, which under load costs it
+    a loop turn per report); one task sends them, and the result is returned after the last one.
+    """
     session = call.ctx.session
-    loop = anyio.lowlevel.current_token()  # progress also comes from the commit's pulse thread
+    loop = asyncio.get_running_loop()
+    reports: asyncio.Queue[tuple[float, int] | None] = asyncio.Queue()
+    cancelled: list[CancelToken] = []
+
+    async def deliver() -> None:
+        while (report := await reports.get()) is not None:
+            value, total = report
+            if cancelled and cancelled[0].cancelled:
+                continue  # after a cancellation nothing more is sent for this request
+            try:
+                await session.report_progress(value, total, progress_message(value, total))
+            except Exception:  # a gone client must not break the commit
+                log.debug("progress report failed", exc_info=True)
 
     def commit(token: CancelToken) -> CommitResult:
+        cancelled.append(token)
+
         def progress(value: float, total: int) -> None:
-            if not token.cancelled:  # after a cancellation nothing more is sent for this request
-                anyio.from_thread.run(
-                    session.report_progress, value, total, progress_message(value, total), token=loop
-                )
+            if not token.cancelled:
+                loop.call_soon_threadsafe(reports.put_nowait, (value, total))
 
         return call.service.commit(
             call.principal, handle, idempotency_key=key, progress=progress, cancel=token, expect=expect
         )
 
-    return await run_cancellable(commit)
+    sender = loop.create_task(deliver())
+    try:
+        result = await run_cancellable(commit)
+        reports.put_nowait(None)  # after every report the commit queued, so those are sent first
+        await sender
+    finally:
+        sender.cancel()  # a no-op once it is done; stops it on a cancellation or an error
+    return result
 
 
 def progress_message(value: float, total: int) -> str:
