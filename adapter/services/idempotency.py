@@ -33,6 +33,7 @@ __all__ = [
     "Outcome",
     "check_fingerprint",
     "new_operation",
+    "recorded_outcome",
     "retry_on_conflict",
     "run_once",
     "validate_key",
@@ -79,6 +80,17 @@ class Fingerprinted(Protocol):
 F = TypeVar("F", bound=Fingerprinted)
 
 
+class RecordedOperation(Fingerprinted, Protocol):
+    """An operation found by its idempotency key (an ORM row or the add path's lighter read)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def import_id(self) -> str | None: ...
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+
+
 def check_fingerprint(existing: F, fingerprint: str) -> F:
     """``existing`` if it was made by the same request, else ``idempotency_key_reused``."""
     if existing.request_fingerprint != fingerprint:
@@ -101,6 +113,13 @@ def new_operation(
     )
 
 
+def recorded_outcome(earlier: RecordedOperation, fingerprint: str) -> Outcome:
+    """The stored answer to a repeat of an earlier call with the same key; IdempotencyKeyReused if
+    the repeat asks for something else."""
+    check_fingerprint(earlier, fingerprint)
+    return Outcome(earlier.id, earlier.import_id, dict(earlier.result or {}), True)
+
+
 def run_once(
     ctx: ServiceContext,
     principal: Principal,
@@ -117,11 +136,9 @@ def run_once(
 
     def attempt() -> Outcome:
         with ctx.store.unit_of_work() as uow:
-            if key is not None:
-                existing = uow.operations.by_key(principal.tenant, principal.subject, kind, key)
-                if existing is not None:
-                    check_fingerprint(existing, fingerprint)
-                    return Outcome(existing.id, existing.import_id, dict(existing.result or {}), True)
+            by_key = uow.operations.by_key
+            if key is not None and (earlier := by_key(principal.tenant, principal.subject, kind, key)):
+                return recorded_outcome(earlier, fingerprint)
             operation = new_operation(principal, kind, key, fingerprint, status=OperationState.IN_PROGRESS)
             uow.operations.add(operation)
             result = perform(uow, operation)

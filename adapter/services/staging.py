@@ -26,7 +26,7 @@ from adapter.domain.views import AddResult
 from adapter.domain.vocabulary import EventKind
 from adapter.services.access import handle_digest, require_owner
 from adapter.services.context import ServiceContext
-from adapter.services.idempotency import Outcome, check_fingerprint, retry_on_conflict, validate_key
+from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import check_add, check_tenant_bytes
 from adapter.store.staging import AddTarget
 from adapter.store.unit_of_work import UnitOfWork
@@ -57,11 +57,9 @@ def add_records(
 
     def attempt() -> Outcome:
         with ctx.store.unit_of_work() as uow:
-            if key is not None:
-                existing = uow.staging.operation_by_key(principal.tenant, principal.subject, ADD, key)
-                if existing is not None:
-                    check_fingerprint(existing, request)
-                    return Outcome(existing.id, existing.import_id, dict(existing.result or {}), True)
+            earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, ADD, key)
+            if earlier:  # a repeat of an add that was accepted: answered from the record
+                return recorded_outcome(earlier, request)
             row = _usable_import(ctx, uow, principal, handle)
             ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
             check_add(ctx, uow, row, count, batch.size)

@@ -12,14 +12,7 @@ from sqlalchemy import delete, func, insert, select
 from adapter.domain.identity import Principal
 from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
 from adapter.legacy.instrumented import InstrumentedPort
-from adapter.ports.legacy import (
-    BatchStatus,
-    CommittedBatch,
-    LegacyPort,
-    LegacySession,
-    Record,
-    VoidResult,
-)
+from adapter.ports.legacy import LegacyPort, LegacySession, Record
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.store.tables import StagedRecordRow
 from legacy_sim.engine import LegacyEngine
@@ -35,36 +28,23 @@ class _PlainSession:
         self._inner = inner
         self._seen = seen
 
-    def begin(self, batch_ref: str, target: str) -> None:
-        self._inner.begin(batch_ref, target)
-
     def add(self, records: Sequence[Record]) -> None:
         self._seen.extend(records)
         self._inner.add(records)
 
-    def commit(self) -> CommittedBatch:
-        return self._inner.commit()
-
-    def rollback(self) -> None:
-        self._inner.rollback()
-
-    def close(self) -> None:
-        self._inner.close()
+    def __getattr__(self, name: str) -> Any:  # begin, commit, rollback, close; never add_json
+        if name == "add_json":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
-class _PlainPort:
+class _PlainPort(ForwardingPort):
     def __init__(self, inner: LegacyPort) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.seen: list[Any] = []
 
     def open_session(self) -> LegacySession:
-        return _PlainSession(self._inner.open_session(), self.seen)
-
-    def batch_status(self, batch_ref: str) -> BatchStatus:
-        return self._inner.batch_status(batch_ref)
-
-    def void_batch(self, legacy_batch_id: str) -> VoidResult:
-        return self._inner.void_batch(legacy_batch_id)
+        return _PlainSession(self._inner.open_session(), self.seen)  # type: ignore[return-value]
 
 
 class _CountingSession(ForwardingSession):

@@ -52,6 +52,15 @@ def three_servers(everything: str, ours: dict[str, Any], faults: dict[str, Any])
     return Host(specs, policy, consent=consent, audit=AuditLog()), asked
 
 
+@pytest.fixture
+async def discovered(everything: str, our_servers: dict[str, Any], faults: dict[str, Any]) -> Any:
+    """The three-server host, open, with alice's discovery done."""
+    host, _ = three_servers(everything, our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        yield host
+
+
 async def test_a_third_party_server_is_federated_with_ours_under_qualified_names(
     everything: str, our_servers: dict[str, Any], faults: dict[str, Any]
 ) -> None:
@@ -81,47 +90,39 @@ async def test_a_third_party_server_is_federated_with_ours_under_qualified_names
 
 
 async def test_a_lost_response_from_a_server_without_a_status_tool_stays_unknown(
-    everything: str, our_servers: dict[str, Any], faults: dict[str, Any]
+    discovered: Host, faults: dict[str, Any]
 ) -> None:
-    host, _ = three_servers(everything, our_servers, faults)
-    async with host:
-        await host.discover(ALICE)
-        faults["everything"].lose_tool = "toggle-simulated-logging"
-        call = await host.call(ALICE, "everything.toggle-simulated-logging", {})
-        assert faults["everything"].lost == 1
-        assert call.state is CallState.OUTCOME_UNKNOWN and CallState.FAILED not in call.states
-        assert call.status_action is None, "no status tool known: the application decides, nothing resends"
-        with pytest.raises(HostError):
-            await host.resolve(ALICE, call)
+    host = discovered
+    faults["everything"].lose_tool = "toggle-simulated-logging"
+    call = await host.call(ALICE, "everything.toggle-simulated-logging", {})
+    assert faults["everything"].lost == 1
+    assert call.state is CallState.OUTCOME_UNKNOWN and CallState.FAILED not in call.states
+    assert call.status_action is None, "no status tool known: the application decides, nothing resends"
+    with pytest.raises(HostError):
+        await host.resolve(ALICE, call)
 
 
-async def test_a_deadline_cancels_a_read_and_leaves_an_effect_unknown(
-    everything: str, our_servers: dict[str, Any], faults: dict[str, Any]
-) -> None:
-    host, _ = three_servers(everything, our_servers, faults)
-    async with host:
-        await host.discover(ALICE)
-        slow = await host.call(
-            ALICE,
-            "everything.trigger-long-running-operation",
-            {"duration": 5, "steps": 5},
-            deadline_seconds=0.5,
-        )
-        assert slow.state is CallState.CANCELLED and slow.states[-2] in (CallState.SENT, CallState.RUNNING)
-        host.policy.servers["everything"].risk["trigger-long-running-operation"] = Risk.WRITE
-        effect = await host.call(
-            ALICE,
-            "everything.trigger-long-running-operation",
-            {"duration": 5, "steps": 5},
-            deadline_seconds=0.5,
-        )
-        assert effect.state is CallState.OUTCOME_UNKNOWN, "a cancelled effect may still have happened"
-        fine = await host.call(
-            ALICE,
-            "everything.trigger-long-running-operation",
-            {"duration": 0.2, "steps": 2},
-            deadline_seconds=10,
-        )
-        assert fine.state is CallState.COMPLETED and CallState.RUNNING in fine.states, (
-            "progress means running"
-        )
+async def test_a_deadline_cancels_a_read_and_leaves_an_effect_unknown(discovered: Host) -> None:
+    host = discovered
+    slow = await host.call(
+        ALICE,
+        "everything.trigger-long-running-operation",
+        {"duration": 5, "steps": 5},
+        deadline_seconds=0.5,
+    )
+    assert slow.state is CallState.CANCELLED and slow.states[-2] in (CallState.SENT, CallState.RUNNING)
+    host.policy.servers["everything"].risk["trigger-long-running-operation"] = Risk.WRITE
+    effect = await host.call(
+        ALICE,
+        "everything.trigger-long-running-operation",
+        {"duration": 5, "steps": 5},
+        deadline_seconds=0.5,
+    )
+    assert effect.state is CallState.OUTCOME_UNKNOWN, "a cancelled effect may still have happened"
+    fine = await host.call(
+        ALICE,
+        "everything.trigger-long-running-operation",
+        {"duration": 0.2, "steps": 2},
+        deadline_seconds=10,
+    )
+    assert fine.state is CallState.COMPLETED and CallState.RUNNING in fine.states, "progress means running"

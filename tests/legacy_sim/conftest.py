@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from adapter.legacy.simulator import SimulatorPort
 from legacy_sim.client import LegacyClient, SimClient
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.inprocess import InProcessClient
@@ -196,3 +197,13 @@ def run_legacy_sim() -> Callable[..., subprocess.CompletedProcess[str]]:
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(params=["tcp", "inprocess"])
+def port_and_engine(request, engine_factory, server_factory):
+    """The simulator port over TCP and in process, with the engine behind it."""
+    engine = engine_factory()
+    if request.param == "tcp":
+        server = server_factory(engine)
+        return SimulatorPort.tcp(*server.address, timeout=5.0), engine
+    return SimulatorPort.in_process(engine), engine

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from adapter.legacy.simulator import SimulatorPort
 from adapter.ports.legacy import JsonRecordSession, LegacyFailed
 from legacy_sim.client import LegacySimError
 from legacy_sim.protocol import INVALID
@@ -65,12 +64,3 @@ def test_a_refused_text_is_legacy_failed_and_ends_the_session(port_and_engine) -
     with pytest.raises(LegacyFailed):
         session.add_json(["[]"])
     session.close()
-
-
-@pytest.fixture(params=["tcp", "inprocess"])
-def port_and_engine(request, engine_factory, server_factory):
-    engine = engine_factory()
-    if request.param == "tcp":
-        server = server_factory(engine)
-        return SimulatorPort.tcp(*server.address, timeout=5.0), engine
-    return SimulatorPort.in_process(engine), engine

@@ -22,15 +22,6 @@ from legacy_sim.client import ConnectionLostError, LegacySimError
 from tests.support.wait import wait_until
 
 
-@pytest.fixture(params=["tcp", "inprocess"])
-def port_and_engine(request, engine_factory, server_factory):
-    engine = engine_factory()
-    if request.param == "tcp":
-        server = server_factory(engine)
-        return SimulatorPort.tcp(*server.address, timeout=5.0), engine
-    return SimulatorPort.in_process(engine), engine
-
-
 def _commit(port, batch_ref: str, records) -> CommittedBatch:
     session = port.open_session()
     try:
