@@ -769,7 +769,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also measure over 2025-11-25 sessions (default) or only 2026-07-28",
     )
     p.add_argument(
-        "--profile-server", metavar="PATH", help="also profile the server (PATH.status, PATH.noop)"
+        "--profile-server",
+        metavar="PATH",
+        help="also profile the server (PATH.status, PATH.noop, PATH.status2025)",
     )
     p.add_argument(
         "--only", choices=("all", "add_records"), default="all", help="add_records: skip the status phases"
