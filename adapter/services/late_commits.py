@@ -10,7 +10,8 @@ second legacy batch. Two defences:
    only the operation's own); if one is committed, stop at ``needs_operator`` instead of sending.
 2. **Keep watching recent verdicts** (:func:`watch_recent_verdicts`, run by maintenance): for
    ``WATCH_GRACE_PERIODS`` grace periods after a commit operation was settled as ``succeeded`` or
-   ``not_committed``, ask again about every batch reference of its import. A batch under a
+   ``not_committed``, ask again about every batch reference of its import, if the import holds a
+   ``not_committed`` verdict (nothing else can have landed late). A batch under a
    ``not_committed`` reference is a late commit: recorded as ``succeeded`` when the import is still
    open and has no other batch; otherwise (a second batch, or the import moved on) the operation
    goes to ``needs_operator`` with an event ``operation.late_commit_found`` that the metrics count.
@@ -28,7 +29,7 @@ from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.quota_reads import event_details, recently_settled_commits
+from adapter.store.quota_reads import event_details, failed_commits_of, recently_settled_commits
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
@@ -101,19 +102,24 @@ def _watch_window(ctx: ServiceContext) -> timedelta:
 
 
 def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
+    """Recently settled imports that hold a ``not_committed`` verdict, newest first.
+
+    Only such a verdict can be wrong in the way this watch looks for; an import whose commits all
+    succeeded (the common case) costs the legacy system nothing here.
+    """
     since = ctx.clock() - _watch_window(ctx)
     with ctx.store.unit_of_work() as uow:
-        rows = recently_settled_commits(uow.session, _SETTLED, since, limit)
-        imports: list[str] = []
-        for import_id, status, error in rows:
-            believed_not_committed = (
-                status == OperationState.FAILED.value and (error or {}).get("code") == "not_committed"
+        recent = list(
+            dict.fromkeys(
+                import_id for import_id, _, _ in recently_settled_commits(uow.session, _SETTLED, since, limit)
             )
-            if (
-                status == OperationState.SUCCEEDED.value or believed_not_committed
-            ) and import_id not in imports:
-                imports.append(import_id)
-        return imports
+        )
+        doubted = {
+            import_id
+            for import_id, error in failed_commits_of(uow.session, recent)
+            if (error or {}).get("code") == "not_committed"
+        }
+    return [import_id for import_id in recent if import_id in doubted]
 
 
 def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:

@@ -13,6 +13,7 @@ from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecord
 __all__ = [
     "delete_staged_range",
     "event_details",
+    "failed_commits_of",
     "imports_with_leftover_records",
     "open_imports_of",
     "recently_settled_commits",
@@ -74,6 +75,18 @@ def imports_with_leftover_records(
 def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
     """The ``detail`` of every event of ``kind`` (the late-commit metric counts them by finding)."""
     return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
+
+
+def failed_commits_of(session: Session, import_ids: list[str]) -> list[tuple[str, dict[str, Any] | None]]:
+    """(import id, error) of the failed commit operations of ``import_ids``."""
+    if not import_ids:
+        return []
+    query = select(OperationRow.import_id, OperationRow.error).where(
+        OperationRow.kind == "commit",
+        OperationRow.status == "failed",
+        OperationRow.import_id.in_(import_ids),
+    )
+    return [(str(i), e) for i, e in session.execute(query)]
 
 
 def recently_settled_commits(

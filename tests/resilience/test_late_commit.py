@@ -6,6 +6,7 @@ holds one COMMIT longer than the grace period, so the kit judges it ``not_commit
 * If the second commit got in before the held one landed, the watch over recent verdicts finds the
   second batch and raises ``needs_operator`` with an event (and the metric counts it).
 * A late batch with nothing else committed is recorded as the import's commit.
+* Imports whose commits all succeeded cost the legacy system no question in the watch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
+from adapter.legacy.forwarding import ForwardingPort
 from adapter.legacy.simulator import SimulatorPort
+from adapter.ports.legacy import BatchStatus
 from adapter.services import CommitPolicy, ImportService, ServiceContext
 from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts
 from adapter.store import Store
@@ -192,3 +195,33 @@ def test_a_late_batch_alone_is_recorded_as_the_commit(
     assert late_service.status(alice, handle).status == "committed"
     assert [e.detail["finding"] for e in late_events(late_service)] == ["late_commit_recorded"]
     assert len(legacy_engine.committed_batches()) == 1
+
+
+class CountingPort(ForwardingPort):
+    """The real simulator port, counting the ``batch_status`` questions asked of it."""
+
+    asked: list[str]
+
+    def batch_status(self, batch_ref: str) -> BatchStatus:
+        self.asked.append(batch_ref)
+        return super().batch_status(batch_ref)
+
+
+def test_the_watch_asks_only_about_imports_with_a_not_committed_verdict(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy
+) -> None:
+    for n in range(3):  # three imports committed at once: nothing about them can be late
+        handle = late_service.begin(alice, "customers").handle
+        late_service.add(alice, handle, [{"n": n}])
+        assert late_service.commit(alice, handle, idempotency_key=f"ok-{n}").status == "committed"
+    doubted, first_id = judged_not_committed(late_service, alice, proxy)
+    counting = CountingPort(late_service.ctx.legacy)
+    counting.asked = []
+    late_service.ctx.legacy = counting
+
+    late_service.maintain()
+
+    with late_service.ctx.store.unit_of_work() as uow:
+        first = uow.operations.get(first_id)
+        assert first is not None
+        assert counting.asked == [first.batch_ref], "only the doubted import's batch is asked about"
