@@ -336,12 +336,17 @@ class RetentionRepository(_Repository):
 
     def purge_staged_records(self, state: str, cutoff: datetime, limit: int) -> int:
         """Staged records of imports in ``state`` (committed: the legacy system has them now)."""
+        position = tuple_(StagedRecordRow.import_id, StagedRecordRow.seq)
         query = (
-            select(StagedRecordRow.id)
+            select(StagedRecordRow.import_id, StagedRecordRow.seq)
             .join(ImportRow, ImportRow.id == StagedRecordRow.import_id)
             .where(ImportRow.state == state, ImportRow.updated_at < cutoff)
+            .limit(limit)
         )
-        return self._delete(query, StagedRecordRow.__table__, limit)
+        positions = [tuple(row) for row in self._session.execute(query)]
+        if positions:
+            self._session.execute(delete(StagedRecordRow).where(position.in_(positions)))
+        return len(positions)
 
     def purge_imports(
         self, final: Collection[str], finished: Collection[str], cutoff: datetime, limit: int

@@ -106,12 +106,12 @@ class StagedRecordRow(Base):
 
     __tablename__ = "staged_records"
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    import_id: Mapped[str] = mapped_column(ForeignKey("imports.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(Integer)
+    # Keyed by position, with no surrogate id and no foreign key: staging is the hot write path
+    # (migration 0006 says what that saves). The import row is locked while its records are
+    # staged, and every delete of an import deletes its records first (RetentionRepository).
+    import_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     data: Mapped[str] = mapped_column(Text)
-
-    __table_args__ = (UniqueConstraint("import_id", "seq"),)
 
 
 class OperationRow(Base):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
+from sqlalchemy import text
 
 from adapter.domain.errors import HandleExpired
 from adapter.domain.identity import Principal
@@ -261,6 +262,14 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
         with ctx.store.unit_of_work() as uow:
             assert uow.operations.get(pending.operation_id) is not None
             assert uow.operations.by_key(alice.tenant, alice.subject, "commit", "old") is None
+            # No foreign key guards staged records (migration 0006): none may outlive its import.
+            orphans = uow.session.scalar(
+                text(
+                    "SELECT count(*) FROM staged_records s"
+                    " WHERE NOT EXISTS (SELECT 1 FROM imports i WHERE i.id = s.import_id)"
+                )
+            )
+            assert orphans == 0
 
 
 def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded_as_committed(
