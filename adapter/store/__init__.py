@@ -13,7 +13,7 @@ from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import raise_translated
-from adapter.store.notify import install_event_notify
+from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.quota_reads import staged_bytes_of_tenant
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.replay import staged_chunk
@@ -33,8 +33,9 @@ class Store:
         self._async_reads: tuple[asyncio.AbstractEventLoop, AsyncImportReads] | None = None
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
+        self._announcer: EventAnnouncer | None = None
         if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
-            install_event_notify(self._session_factory)
+            self._announcer = install_event_notify(self._session_factory, engine)
 
     @classmethod
     def from_url(cls, url: str, **engine_options: Any) -> Store:
@@ -107,4 +108,6 @@ class Store:
             await reads.close()
 
     def dispose(self) -> None:
+        if self._announcer is not None:
+            self._announcer.close()
         self.engine.dispose()

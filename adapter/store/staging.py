@@ -19,7 +19,7 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
-from adapter.store.notify import notify_events
+from adapter.store.notify import remember_events
 from adapter.store.tables import EventRow, ImportRow, OperationRow, utcnow
 
 __all__ = ["AddTarget", "KeyedOperation", "StagingRepository"]
@@ -205,12 +205,11 @@ class StagingRepository:
 
     def record_events(self, events: Sequence[dict[str, Any]]) -> None:
         """Append events (each a dict of ``kind``, ``import_id``, ``operation_id``, ``state``,
-        ``detail``); on PostgreSQL other workers are told their ids, as the ORM path does."""
+        ``detail``); on PostgreSQL other workers are told their ids after the commit (``notify.py``)."""
         connection = self._session.connection()
         now = utcnow()
         rows = [{"created_at": now, **event} for event in events]
         if connection.dialect.name != "postgresql":
             connection.execute(_EVENTS_NO_IDS, rows)
             return
-        ids = list(connection.execute(_EVENTS, rows).scalars())
-        notify_events(connection, ids)
+        remember_events(self._session, connection.execute(_EVENTS, rows).scalars())

@@ -1,7 +1,7 @@
 """The change feed on PostgreSQL: woken by LISTEN/NOTIFY, read from the event table.
 
-Every transaction that writes events also sends their ids on a channel of the schema (see
-``adapter.store.notify``), delivered when it commits. This process listens on a dedicated psycopg 3
+The ids of the events every transaction writes are sent on a channel of the schema once it has
+committed (see ``adapter.store.notify``). This process listens on a dedicated psycopg 3
 connection (autocommit, outside the pool); a notification only wakes the feed, which then reads the
 event table as the in-process feed does (``ChangeFollower``), so the table stays the source of truth:
 a notification that is lost (the connection dropped, the process was busy) costs nothing but time,
@@ -19,23 +19,17 @@ import anyio
 import psycopg
 from anyio.streams.memory import MemoryObjectSendStream
 from psycopg import sql
-from sqlalchemy.engine import make_url
 
 from adapter.entrypoints.mcp.feed import Publish
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
-from adapter.store.notify import channel_for_schema
+from adapter.store.notify import channel_for_schema, libpq_dsn
 
-__all__ = ["libpq_dsn", "run_pg_event_feed"]
+__all__ = ["run_pg_event_feed"]
 
 log = logging.getLogger("adapter.feed")
 
 RECONNECT_SECONDS = 1.0
-
-
-def libpq_dsn(database_url: str) -> str:
-    """The SQLAlchemy URL as a libpq connection string (keeps ``options=-csearch_path=...``)."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def run_pg_event_feed(

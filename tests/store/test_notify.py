@@ -1,0 +1,62 @@
+"""Event notifications on PostgreSQL (``adapter/store/notify.py``): sent after the writing
+transaction commits, carrying its event ids only, never for a transaction that rolls back."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from adapter.store import Store
+from adapter.store.notify import channel_for_schema, libpq_dsn
+from tests.support.constants import POSTGRES
+
+pytestmark = pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
+
+
+def _listener(store: Store) -> psycopg.Connection[Any]:
+    connection = psycopg.connect(libpq_dsn(store.engine.url), autocommit=True)
+    row = connection.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for_schema(str(row[0])))))
+    return connection
+
+
+def _received(listener: psycopg.Connection[Any], seconds: float) -> list[int]:
+    ids: list[int] = []
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        for note in listener.notifies(timeout=left, stop_after=1):
+            ids += [int(part) for part in note.payload.split(",")]
+        if ids:
+            break
+    return ids
+
+
+def _record_event(store: Store, *, commit: bool) -> int:
+    with store.unit_of_work() as uow:
+        uow.events.record("import.begun", import_id="x", operation_id=None, state="open", detail=None)
+        uow.flush()
+        [event_id] = [e.id for e in uow.events.after(0, 1000)][-1:]
+        if commit:
+            uow.commit()
+        else:
+            uow.session.rollback()
+    return int(event_id)
+
+
+def test_a_committed_event_is_announced_with_its_id_and_nothing_else(store: Store) -> None:
+    listener = _listener(store)
+    event_id = _record_event(store, commit=True)
+    assert _received(listener, 5.0) == [event_id]
+
+
+def test_a_rolled_back_event_is_never_announced(store: Store) -> None:
+    listener = _listener(store)
+    _record_event(store, commit=False)
+    assert _received(listener, 1.0) == []
+    committed = _record_event(store, commit=True)  # the listener works: the next one arrives alone
+    assert _received(listener, 5.0) == [committed]
