@@ -387,14 +387,18 @@ class Host:
             call.move(CallState.CANCELLED, why)
 
     def _no_answer(self, call: Call, rule: ServerRule, record: WireRecord | None, why: str) -> None:
-        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend."""
+        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend.
+
+        Only an action that can work is offered: without a key or operation id to ask by, the call
+        stays ``outcome_unknown`` with no action and the application decides (e.g. reads the resource).
+        """
         call.move(CallState.OUTCOME_UNKNOWN, why)
-        if call.effectful and rule.status is not None:
+        if not call.effectful or rule.status is None:
+            return
+        arguments = rule.status.arguments(call.idempotency_key, call.operation_id)
+        if arguments is not None:
             call.status_action = StatusAction(
-                call.server,
-                rule.status.tool,
-                rule.status.arguments(call.idempotency_key, call.operation_id),
-                f"Ask {call.server} whether {call.tool} took effect",
+                call.server, rule.status.tool, arguments, f"Ask {call.server} whether {call.tool} took effect"
             )
 
     async def resolve(self, principal: Principal, call: Call) -> Call:

@@ -15,6 +15,7 @@ from adapter.host import (
     CallState,
     ConsentRequest,
     Host,
+    HostError,
     OperationStatus,
     Policy,
     PolicyDenied,
@@ -377,3 +378,23 @@ async def test_a_listen_event_invalidates_the_entry_it_names(
         assert listening.events >= 1 and listening.gaps == 0
         fresh = await host.read_resource(ALICE, "eu", uri)
         assert json.loads(fresh.contents[0].text)["record_count"] == 2  # type: ignore[union-attr]
+
+
+async def test_a_lost_response_of_an_effect_without_a_key_gets_no_dead_status_action(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        handle = await stage(host, ALICE, "eu")
+        faults["eu"].lose_tool = "abort_import"  # abort_import takes no idempotency_key
+        call = await host.call(ALICE, "eu.abort_import", {"handle": handle})
+        assert faults["eu"].lost == 1
+        assert call.state is CallState.OUTCOME_UNKNOWN and CallState.FAILED not in call.states
+        assert call.idempotency_key is None and call.operation_id is None
+        assert call.status_action is None, "get_operation_status cannot find it: no action is offered"
+        with pytest.raises(HostError):
+            await host.resolve(ALICE, call)
+        # The application decides, e.g. by reading: the abort did happen, once.
+        status = await host.call(ALICE, "eu.get_import_status", {"handle": handle})
+        assert status.result["status"] == "aborted"
