@@ -63,6 +63,12 @@ class _Options:
     deadline: float | None
 
 
+def _note_request(call: Call, record: WireRecord | None) -> None:
+    """Keep the JSON-RPC id the request went out with (once), whatever became of its answer."""
+    if record is not None and record.rpc_id is not None and record.rpc_id not in call.request_ids:
+        call.request_ids.append(record.rpc_id)
+
+
 class ProbeSchedule:
     """Bounded background probes for a server that went down: ``attempts`` tries, backing off."""
 
@@ -248,8 +254,9 @@ class Host:
             async with self.connect(server, principal) as conn:
                 opened.append(conn)
                 await self._rounds(conn, call, rule, args, trace, _Options(on_progress, deadline_seconds))
-        except Exception as exc:
+        except Exception as exc:  # raised from the client's task group, e.g. a rejected response
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
+            _note_request(call, record)
             if call.state is CallState.PLANNED and not unreachable(exc):
                 raise
             if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
@@ -294,15 +301,13 @@ class Host:
                     )
             except Exception as exc:
                 record = conn.journal.by_span.get(span)
-                if record is not None and record.rpc_id is not None:
-                    call.request_ids.append(record.rpc_id)
+                _note_request(call, record)
                 self._settle_exception(call, rule, record, exc)
                 if call.error == UNREACHABLE:
                     self._went_down(call.server, conn.principal)
                 return
             record = conn.journal.by_span.get(span)
-            if record is not None and record.rpc_id is not None:
-                call.request_ids.append(record.rpc_id)
+            _note_request(call, record)
             if deadline.cancelled_caught:
                 self._abandoned(call, rule, record)
                 return
