@@ -216,20 +216,10 @@ class Host:
         server, tool = entry.key.server, entry.key.name
         try:
             rule = self.policy.check_tool(principal.id, server, tool)
+            if principal.id not in self.servers[server].credentials:  # before consent: it could not be sent
+                raise PolicyDenied(f"no credentials for {principal.id!r} on {server!r}")
         except PolicyDenied as exc:
-            self.audit.record(
-                AuditEvent(
-                    AuditLog.now(),
-                    server,
-                    principal.id,
-                    entry.qualified,
-                    entry.fingerprint,
-                    "denied",
-                    "",
-                    "",
-                    str(exc),
-                )
-            )
+            self._audit_unsent(principal, entry, exc)
             raise
         risk = self.policy.risk_of(server, entry.tool)
         args = dict(arguments or {})
@@ -258,6 +248,7 @@ class Host:
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
             _note_request(call, record)
             if call.state is CallState.PLANNED and not unreachable(exc):
+                self._audit_unsent(principal, entry, exc, call)
                 raise
             if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
                 self._settle_exception(call, rule, record, exc)
@@ -494,6 +485,26 @@ class Host:
             )
 
         return callback
+
+    def _audit_unsent(
+        self, principal: Principal, entry: Entry, exc: Exception, call: Call | None = None
+    ) -> None:
+        """A call the host refused or could not start: ``denied`` by policy (or missing credentials),
+        else ``error``; the detail names the reason, never arguments or tokens."""
+        denied = isinstance(exc, PolicyDenied)
+        self.audit.record(
+            AuditEvent(
+                AuditLog.now(),
+                entry.key.server,
+                principal.id,
+                entry.qualified,
+                entry.fingerprint,
+                "denied" if denied else "error",
+                call.call_id if call else "",
+                call.trace_id if call else "",
+                str(exc) if denied else f"not sent: {type(exc).__name__}",
+            )
+        )
 
     def _audit(self, call: Call, detail: str = "") -> None:
         self.audit.record(
