@@ -192,6 +192,11 @@ async def test_requests_declare_the_version_and_only_the_capabilities_the_host_i
                 # Trace context reaches the server in _meta: one span per request under the call's trace.
                 received = [m["traceparent"].split("-") for m in RECEIVED[-3:]]
                 assert [(r[1], r[2]) for r in received] == [(c.trace_id, c.spans[0]) for c in calls]
+                # Each tool call, as the server got it, names its version and exactly these capabilities.
+                for meta in RECEIVED[-3:]:
+                    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+                    capabilities = meta["io.modelcontextprotocol/clientCapabilities"]
+                    assert set(capabilities) == ({"elicitation"} if declared else set()), capabilities
                 for record in conn_records:
                     assert record.declared_version == "2026-07-28"
                     assert ("elicitation" in (record.declared_capabilities or {})) is declared
