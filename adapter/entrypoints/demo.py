@@ -6,7 +6,9 @@ stateless calls (a fresh client per step), handles bound to their principal, cac
 idempotent replays, a confirmation (MRTR form elicitation) accepted and one declined, progress, a
 replayed commit, the resource list, an abort that compensates, and a lost reply after COMMIT recorded
 as ``outcome_unknown`` and then resolved through the status tool (the host kit's status action, never
-a resend). It exits non-zero if a step does not hold.
+a resend). It exits non-zero if a step does not hold. Tool calls and resource reads go through the
+host kit; step 1 (the discovery cache hints) and the seed walkthrough (steps 11-13: session headers,
+the SDK's own cache) use the SDK client directly, because what they show is the wire itself.
 """
 
 from __future__ import annotations
@@ -175,9 +177,8 @@ async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total:
     check(declined["status"] == "declined" and status["status"] == "open", "declined; still open")
 
     print("8. imports are resources: import://{handle}, listed newest first, per principal")
-    async with client(url, alice) as c:
-        listed = await c.session.list_resources()
-        read = await c.read_resource(f"import://{handle}")
+    listed = await call.list_resources(alice)  # through the host kit: policy, then its cache, then the server
+    read = await call.read_resource(alice, f"import://{handle}")
     check(
         [r.uri for r in listed.resources][:2] == [f"import://{other}", f"import://{handle}"],
         "alice's two imports",

@@ -2,9 +2,10 @@
 
 ``HostCaller`` keeps the demo's simple ``call(url, token, tool, args)`` shape while the kit does the
 host's work: qualified names, consent before each effectful call (printed and granted), a host-made
-idempotency key, question rounds answered by the step's callback, the call lifecycle, audit, and an
-unknown outcome offered as a status action. Two hosts: one that can render questions (and so declares
-elicitation) and one that cannot, as a real application would be built one way or the other.
+idempotency key, question rounds answered by the step's callback, the call lifecycle, audit, an
+unknown outcome offered as a status action, and resource lists and reads through the kit's cache.
+Two hosts: one that can render questions (and so declares elicitation) and one that cannot, as a
+real application would be built one way or the other.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mcp_types import ElicitResult
+from mcp_types import ElicitResult, ListResourcesResult, ReadResourceResult
 
 from adapter.host import (
     AuditLog,
@@ -93,6 +94,18 @@ class HostCaller:
         if self.last.state is CallState.FAILED:
             return {"error": self.last.error}
         return dict(self.last.result or {})
+
+    async def list_resources(self, token: str) -> ListResourcesResult:
+        """One page of the principal's resources, through the kit's cache (policy checked first)."""
+        host = self._hosts[False]
+        principal = self._principals[token]
+        if False not in self._discovered:
+            await host.discover(principal)
+            self._discovered.add(False)
+        return await host.list_resources(principal, SERVER)
+
+    async def read_resource(self, token: str, uri: str) -> ReadResourceResult:
+        return await self._hosts[False].read_resource(self._principals[token], SERVER, uri)
 
     async def resolve(self, token: str, call: Call) -> Call:
         """The status action for an unknown outcome: ask the server, never resend."""

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import DiscoverResult, Implementation
 
+from adapter.host.errors import PolicyDenied
 from adapter.host.wire import WireGuard, WireJournal
 
 __all__ = ["Connection", "Principal", "ServerSpec", "connect"]
@@ -76,7 +77,8 @@ class Connection:
 async def connect(
     spec: ServerSpec, principal: Principal, elicitation: Any | None
 ) -> AsyncIterator[Connection]:
-    """A connected client for one principal on one server; raises when the server cannot be reached.
+    """A connected client for one principal on one server; raises when the server cannot be reached,
+    and :class:`PolicyDenied` when the host holds no credentials for that principal there.
 
     ``elicitation`` is the SDK callback used only on handshake-era servers (which ask back over the
     session); on 2026 servers the host drives input rounds itself. Passing it is what declares the
@@ -84,7 +86,7 @@ async def connect(
     """
     token = spec.credentials.get(principal.id)
     if token is None:
-        raise PermissionError(f"no credentials for {principal.id!r} on {spec.id!r}")
+        raise PolicyDenied(f"no credentials for {principal.id!r} on {spec.id!r}")
     journal = WireJournal(expected_server=spec.server_name)
     transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
     if spec.wrap_transport is not None:

@@ -63,6 +63,12 @@ class _Options:
     deadline: float | None
 
 
+def _note_request(call: Call, record: WireRecord | None) -> None:
+    """Keep the JSON-RPC id the request went out with (once), whatever became of its answer."""
+    if record is not None and record.rpc_id is not None and record.rpc_id not in call.request_ids:
+        call.request_ids.append(record.rpc_id)
+
+
 class ProbeSchedule:
     """Bounded background probes for a server that went down: ``attempts`` tries, backing off."""
 
@@ -210,20 +216,10 @@ class Host:
         server, tool = entry.key.server, entry.key.name
         try:
             rule = self.policy.check_tool(principal.id, server, tool)
+            if principal.id not in self.servers[server].credentials:  # before consent: it could not be sent
+                raise PolicyDenied(f"no credentials for {principal.id!r} on {server!r}")
         except PolicyDenied as exc:
-            self.audit.record(
-                AuditEvent(
-                    AuditLog.now(),
-                    server,
-                    principal.id,
-                    entry.qualified,
-                    entry.fingerprint,
-                    "denied",
-                    "",
-                    "",
-                    str(exc),
-                )
-            )
+            self._audit_unsent(principal, entry, exc)
             raise
         risk = self.policy.risk_of(server, entry.tool)
         args = dict(arguments or {})
@@ -248,9 +244,11 @@ class Host:
             async with self.connect(server, principal) as conn:
                 opened.append(conn)
                 await self._rounds(conn, call, rule, args, trace, _Options(on_progress, deadline_seconds))
-        except Exception as exc:
+        except Exception as exc:  # raised from the client's task group, e.g. a rejected response
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
+            _note_request(call, record)
             if call.state is CallState.PLANNED and not unreachable(exc):
+                self._audit_unsent(principal, entry, exc, call)
                 raise
             if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
                 self._settle_exception(call, rule, record, exc)
@@ -294,15 +292,13 @@ class Host:
                     )
             except Exception as exc:
                 record = conn.journal.by_span.get(span)
-                if record is not None and record.rpc_id is not None:
-                    call.request_ids.append(record.rpc_id)
+                _note_request(call, record)
                 self._settle_exception(call, rule, record, exc)
                 if call.error == UNREACHABLE:
                     self._went_down(call.server, conn.principal)
                 return
             record = conn.journal.by_span.get(span)
-            if record is not None and record.rpc_id is not None:
-                call.request_ids.append(record.rpc_id)
+            _note_request(call, record)
             if deadline.cancelled_caught:
                 self._abandoned(call, rule, record)
                 return
@@ -387,14 +383,18 @@ class Host:
             call.move(CallState.CANCELLED, why)
 
     def _no_answer(self, call: Call, rule: ServerRule, record: WireRecord | None, why: str) -> None:
-        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend."""
+        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend.
+
+        Only an action that can work is offered: without a key or operation id to ask by, the call
+        stays ``outcome_unknown`` with no action and the application decides (e.g. reads the resource).
+        """
         call.move(CallState.OUTCOME_UNKNOWN, why)
-        if call.effectful and rule.status is not None:
+        if not call.effectful or rule.status is None:
+            return
+        arguments = rule.status.arguments(call.idempotency_key, call.operation_id)
+        if arguments is not None:
             call.status_action = StatusAction(
-                call.server,
-                rule.status.tool,
-                rule.status.arguments(call.idempotency_key, call.operation_id),
-                f"Ask {call.server} whether {call.tool} took effect",
+                call.server, rule.status.tool, arguments, f"Ask {call.server} whether {call.tool} took effect"
             )
 
     async def resolve(self, principal: Principal, call: Call) -> Call:
@@ -485,6 +485,26 @@ class Host:
             )
 
         return callback
+
+    def _audit_unsent(
+        self, principal: Principal, entry: Entry, exc: Exception, call: Call | None = None
+    ) -> None:
+        """A call the host refused or could not start: ``denied`` by policy (or missing credentials),
+        else ``error``; the detail names the reason, never arguments or tokens."""
+        denied = isinstance(exc, PolicyDenied)
+        self.audit.record(
+            AuditEvent(
+                AuditLog.now(),
+                entry.key.server,
+                principal.id,
+                entry.qualified,
+                entry.fingerprint,
+                "denied" if denied else "error",
+                call.call_id if call else "",
+                call.trace_id if call else "",
+                str(exc) if denied else f"not sent: {type(exc).__name__}",
+            )
+        )
 
     def _audit(self, call: Call, detail: str = "") -> None:
         self.audit.record(

@@ -70,7 +70,9 @@ class StatusResolver(Protocol):
     @property
     def tool(self) -> str: ...
 
-    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any]: ...
+    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any] | None:
+        """The status tool's arguments, or None when there is nothing to ask by (no action is offered)."""
+        ...
 
     def verdict(self, structured: dict[str, Any]) -> StatusVerdict: ...
 
@@ -140,10 +142,14 @@ class OperationStatus:
 
     tool: str = "get_operation_status"
 
-    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any]:
+    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any] | None:
+        """By operation id when the server named one, else by the key the host kept; a tool without
+        either (``abort_import`` takes no key) cannot be looked up, so it gets no status action."""
         if operation_id:
             return {"operation_id": operation_id}
-        return {"idempotency_key": idempotency_key}
+        if idempotency_key:
+            return {"idempotency_key": idempotency_key}
+        return None
 
     def verdict(self, structured: dict[str, Any]) -> StatusVerdict:
         status = str(structured.get("status"))

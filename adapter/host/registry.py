@@ -43,10 +43,13 @@ def fingerprint(tool: Tool) -> str:
 
 @dataclass
 class Entry:
+    """One capability as discovered. ``changed``: approval was dropped because its contract changed."""
+
     key: CapabilityKey
     tool: Tool
     fingerprint: str
     approved: bool
+    changed: bool = False
 
     @property
     def qualified(self) -> str:
@@ -86,13 +89,13 @@ class Registry:
             before = old.get(key)
             if before is None:
                 added.append(key)
-                approved = auto_approve is None or key.name in auto_approve
+                approved, pending_change = auto_approve is None or key.name in auto_approve, False
             elif before.fingerprint != digest:
                 changed.append(key)
-                approved = False
+                approved, pending_change = False, True
             else:
-                approved = before.approved
-            self.entries[key] = Entry(key, tool, digest, approved)
+                approved, pending_change = before.approved, before.changed
+            self.entries[key] = Entry(key, tool, digest, approved, pending_change)
         removed = sorted(set(old) - set(new))
         for key in removed:
             del self.entries[key]
@@ -103,7 +106,7 @@ class Registry:
         """Approve the contract the user saw; a newer contract than that one stays unapproved."""
         entry = self._lookup(qualified)
         if entry.fingerprint == fingerprint_seen:
-            entry.approved = True
+            entry.approved, entry.changed = True, False
 
     def alias(self, alias: str, qualified: str) -> None:
         self.aliases[alias] = self._lookup(qualified).key
@@ -123,8 +126,12 @@ class Registry:
         entry = self._lookup(name)
         if entry.key.server in self.down:
             raise UnknownCapability(f"{entry.qualified}: server {entry.key.server!r} is unreachable")
-        if not entry.approved:
+        if not entry.approved and entry.changed:
             raise UnknownCapability(f"{entry.qualified}: its contract changed and awaits approval")
+        if not entry.approved:
+            raise UnknownCapability(
+                f"{entry.qualified}: not approved (off the host's allowlist, or new and awaiting approval)"
+            )
         return entry
 
     def _lookup(self, name: str) -> Entry:

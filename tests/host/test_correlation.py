@@ -3,12 +3,15 @@ version are rejected, and the declared capabilities are exactly what the host im
 
 The misbehaving server is a few lines of Starlette served over real HTTP: it answers like a 2026
 server but, on request, with a wrong id, another server's identity, another protocol version or a
-result of another era.
+result of another era, as a JSON body or as an SSE stream (the SDK's SSE path puts the request's own
+id on whatever response it finds, so only the wire guard can tell). It also has a status tool of its
+own, for a host-supplied :class:`StatusResolver` that is not ours.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,10 +21,20 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapter.host import AuditLog, CallState, ConsentRequest, Host, Policy, Principal, ServerRule, ServerSpec
+from adapter.host import (
+    AuditLog,
+    CallState,
+    ConsentRequest,
+    Host,
+    Policy,
+    Principal,
+    ServerRule,
+    ServerSpec,
+    StatusVerdict,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +47,9 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"idempotency_key": {"type": "string"}}},
     },
     {"name": "login", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    {"name": "touch_status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
 ]
+APPLIED: list[str] = []  # the idempotency keys of every touch the fake server applied
 
 
 def login(arguments: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
@@ -58,9 +73,16 @@ def login(arguments: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
 RECEIVED: list[dict[str, Any]] = []  # the _meta of every tools/call the fake server got
 
 
-async def mcp_endpoint(request: Request) -> JSONResponse:
+def touch_status(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The fake server's own status tool: has a touch with this key been applied, and how often."""
+    count = APPLIED.count(arguments["key"])
+    return {"content": [{"type": "text", "text": str(count)}], "structuredContent": {"applied": count}}
+
+
+async def mcp_endpoint(request: Request) -> Response:
     message = await request.json()
     method, params, rpc_id = message["method"], message.get("params") or {}, message["id"]
+    arguments = params.get("arguments") or {}
     if method == "tools/call":
         RECEIVED.append(params.get("_meta") or {})
     result: dict[str, Any] = {"resultType": "complete", "_meta": dict(INFO)}
@@ -73,10 +95,14 @@ async def mcp_endpoint(request: Request) -> JSONResponse:
         result.update(tools=TOOLS, ttlMs=0, cacheScope="private")
     elif method == "tools/call" and params["name"] == "login":
         result.update(login(params["arguments"], params))
+    elif method == "tools/call" and params["name"] == "touch_status":
+        result.update(touch_status(arguments))
     elif method == "tools/call":
-        mode = (params.get("arguments") or {}).get("mode", "ok")
+        mode = arguments.get("mode", "ok")
+        if params["name"] == "touch" and mode != "id-unapplied":
+            APPLIED.append(arguments.get("idempotency_key", ""))
         result["content"] = [{"type": "text", "text": "done"}]
-        if mode == "id":
+        if mode in ("id", "id-unapplied"):
             rpc_id = rpc_id + 1000 if isinstance(rpc_id, int) else f"{rpc_id}-other"
         elif mode == "server":
             result["_meta"] = {"io.modelcontextprotocol/serverInfo": {"name": "intruder", "version": "1"}}
@@ -86,7 +112,11 @@ async def mcp_endpoint(request: Request) -> JSONResponse:
             result["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2025-06-18"
         elif mode == "era":
             del result["resultType"]
-    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result}, headers=headers)
+    body = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+    if arguments.get("sse"):  # the same answer as one event of an SSE stream
+        event = f"event: message\ndata: {json.dumps(body)}\n\n"
+        return Response(event, media_type="text/event-stream", headers=headers)
+    return JSONResponse(body, headers=headers)
 
 
 @contextlib.asynccontextmanager
@@ -116,6 +146,7 @@ def host_for(url: str, **kwargs: Any) -> Host:
     )
 
 
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize(
     ("mode", "reason"),
     [
@@ -126,15 +157,17 @@ def host_for(url: str, **kwargs: Any) -> Host:
         ("era", "another protocol era"),
     ],
 )
-async def test_a_response_for_another_request_server_or_version_is_rejected(mode: str, reason: str) -> None:
+async def test_a_response_for_another_request_server_or_version_is_rejected(
+    mode: str, reason: str, sse: bool
+) -> None:
     async with fake_server() as url, host_for(url) as host:
         await host.discover(ALICE)
-        fine = await host.call(ALICE, "fake.echo", {"mode": "ok"})
+        fine = await host.call(ALICE, "fake.echo", {"mode": "ok", "sse": sse})
         assert fine.state is CallState.COMPLETED, fine.error
-        read = await host.call(ALICE, "fake.echo", {"mode": mode})
+        read = await host.call(ALICE, "fake.echo", {"mode": mode, "sse": sse})
         assert read.state is CallState.FAILED and reason in (read.error or ""), read.history
         assert read.result is None, "nothing from a rejected response reaches the application"
-        effect = await host.call(ALICE, "fake.touch", {"mode": mode})
+        effect = await host.call(ALICE, "fake.touch", {"mode": mode, "sse": sse})
         # Our request was sent and its own answer never came: for an effect that is unknown, not failed.
         assert effect.state is CallState.OUTCOME_UNKNOWN and reason in (effect.error or "")
         assert CallState.FAILED not in effect.states
@@ -159,6 +192,11 @@ async def test_requests_declare_the_version_and_only_the_capabilities_the_host_i
                 # Trace context reaches the server in _meta: one span per request under the call's trace.
                 received = [m["traceparent"].split("-") for m in RECEIVED[-3:]]
                 assert [(r[1], r[2]) for r in received] == [(c.trace_id, c.spans[0]) for c in calls]
+                # Each tool call, as the server got it, names its version and exactly these capabilities.
+                for meta in RECEIVED[-3:]:
+                    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+                    capabilities = meta["io.modelcontextprotocol/clientCapabilities"]
+                    assert set(capabilities) == ({"elicitation"} if declared else set()), capabilities
                 for record in conn_records:
                     assert record.declared_version == "2026-07-28"
                     assert ("elicitation" in (record.declared_capabilities or {})) is declared
@@ -226,3 +264,58 @@ async def test_probes_of_a_server_that_stays_down_are_bounded() -> None:
         with anyio.fail_after(10):
             await probe
         assert host.registry.down == {"fake"}, "after the last probe it stays down until discover()"
+
+
+class TouchStatus:
+    """A host's own resolver for a server that is not ours: its ``touch_status`` tool, by key."""
+
+    tool = "touch_status"
+
+    def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any] | None:
+        return {"key": idempotency_key} if idempotency_key else None
+
+    def verdict(self, structured: dict[str, Any]) -> StatusVerdict:
+        applied = int(structured["applied"])
+        return StatusVerdict(applied > 0, f"applied {applied}x")
+
+
+@pytest.mark.parametrize(
+    ("mode", "settled"), [("id", CallState.COMPLETED), ("id-unapplied", CallState.FAILED)]
+)
+async def test_a_status_resolver_of_the_hosts_own_settles_an_unknown_outcome_on_another_server(
+    mode: str, settled: CallState
+) -> None:
+    async with fake_server() as url, host_for(url) as host:
+        host.policy.servers["fake"].status = TouchStatus()
+        await host.discover(ALICE)
+        call = await host.call(ALICE, "fake.touch", {"mode": mode})
+        assert call.state is CallState.OUTCOME_UNKNOWN and call.idempotency_key
+        action = call.status_action
+        assert action is not None and (action.server, action.tool) == ("fake", "touch_status")
+        assert action.arguments == {"key": call.idempotency_key}
+        resolved = await host.resolve(ALICE, call)
+        assert resolved.state is settled and resolved.status_action is None
+        assert CallState.FAILED not in resolved.states[:-1], "only the server's status tool decided"
+        assert APPLIED.count(call.idempotency_key) == (1 if settled is CallState.COMPLETED else 0)
+        assert len(call.request_ids) == 1, "the touch was sent once (its id kept), never repeated"
+    assert [e.outcome for e in host.audit.events if e.tool == "fake.touch"] == ["outcome_unknown", settled]
+
+
+async def test_decline_and_cancel_go_back_once_and_are_never_retried() -> None:
+    asked: list[Any] = []
+
+    async def render(question: Any) -> Any:
+        from mcp_types import ElicitResult
+
+        asked.append(question)
+        return ElicitResult(action=question.url.rsplit("/", 1)[1])  # ".../decline" or ".../cancel"
+
+    async with fake_server() as url, host_for(url, elicitation=render) as host:
+        host.policy.servers["fake"].url_domains = {"idp.example.com"}
+        await host.discover(ALICE)
+        for action in ("decline", "cancel"):
+            call = await host.call(ALICE, "fake.login", {"url": f"https://idp.example.com/{action}"})
+            assert call.elicitation == action and call.result == [action], "the server got the answer"
+            assert call.state is CallState.COMPLETED, "declining is a normal outcome, not a failure"
+            assert call.states.count(CallState.INPUT_REQUIRED) == 1 and len(call.request_ids) == 2
+        assert [q.url.rsplit("/", 1)[1] for q in asked] == ["decline", "cancel"], "each asked once"

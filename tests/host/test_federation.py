@@ -15,6 +15,7 @@ from adapter.host import (
     CallState,
     ConsentRequest,
     Host,
+    HostError,
     OperationStatus,
     Policy,
     PolicyDenied,
@@ -377,3 +378,76 @@ async def test_a_listen_event_invalidates_the_entry_it_names(
         assert listening.events >= 1 and listening.gaps == 0
         fresh = await host.read_resource(ALICE, "eu", uri)
         assert json.loads(fresh.contents[0].text)["record_count"] == 2  # type: ignore[union-attr]
+
+
+async def test_a_lost_response_of_an_effect_without_a_key_gets_no_dead_status_action(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, _ = build_host(our_servers, faults)
+    async with host:
+        await host.discover(ALICE)
+        handle = await stage(host, ALICE, "eu")
+        faults["eu"].lose_tool = "abort_import"  # abort_import takes no idempotency_key
+        call = await host.call(ALICE, "eu.abort_import", {"handle": handle})
+        assert faults["eu"].lost == 1
+        assert call.state is CallState.OUTCOME_UNKNOWN and CallState.FAILED not in call.states
+        assert call.idempotency_key is None and call.operation_id is None
+        assert call.status_action is None, "get_operation_status cannot find it: no action is offered"
+        with pytest.raises(HostError):
+            await host.resolve(ALICE, call)
+        # The application decides, e.g. by reading: the abort did happen, once.
+        status = await host.call(ALICE, "eu.get_import_status", {"handle": handle})
+        assert status.result["status"] == "aborted"
+
+
+async def test_a_servers_tool_allowlist_decides_what_is_offered_and_called(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, consents = build_host(our_servers, faults)
+    allowlist = {"begin_import", "add_record", "get_import_status"}
+    host.policy.servers["us"].tools = set(allowlist)
+    async with host:
+        await host.discover(ALICE)
+        offered = {e.qualified for e in host.active(ALICE)}
+        assert {q for q in offered if q.startswith("us.")} == {f"us.{t}" for t in allowlist}
+        assert "eu.commit_import" in offered, "the allowlist is per server"
+        handle = await stage(host, ALICE, "us")
+        with pytest.raises(UnknownCapability, match="not approved"):
+            await host.call(ALICE, "us.commit_import", {"handle": handle})
+        # Approved in the registry by someone, the allowlist still decides at call time.
+        host.registry.approve(
+            "us.commit_import", host.registry.entries[_key("us", "commit_import")].fingerprint
+        )
+        assert "us.commit_import" not in {e.qualified for e in host.active(ALICE)}
+        with pytest.raises(PolicyDenied, match="allowlist"):
+            await host.call(ALICE, "us.commit_import", {"handle": handle})
+        # Narrowed while running: a tool offered a moment ago is refused now.
+        host.policy.servers["us"].tools.discard("add_record")
+        with pytest.raises(PolicyDenied):
+            await host.call(ALICE, "us.add_record", {"handle": handle, "record": {"id": 2}})
+        status = await host.call(ALICE, "us.get_import_status", {"handle": handle})
+        assert status.result["status"] == "open" and status.result["record_count"] == 1, "nothing was sent"
+    asked = [c.tool for c in consents.seen if c.server == "us"]
+    assert asked == ["begin_import", "add_record"], "a refused call never reaches consent"
+    denied = [(e.server, e.principal, e.tool) for e in host.audit.events if e.outcome == "denied"]
+    assert denied == [("us", "alice", "us.commit_import"), ("us", "alice", "us.add_record")]
+
+
+async def test_a_call_without_credentials_is_refused_before_consent_and_audited(
+    our_servers: dict[str, Any], faults: dict[str, Any]
+) -> None:
+    host, consents = build_host(our_servers, faults)
+    carol = Principal("carol", "acme")  # allowed by the policy, but the host holds no token for her on eu
+    host.policy.servers["eu"].principals.add("carol")
+    async with host:
+        await host.discover(ALICE)
+        for tool in ("get_import_status", "commit_import"):
+            with pytest.raises(PolicyDenied, match="no credentials"):
+                await host.call(carol, f"eu.{tool}", {"handle": "imp_x"})
+    assert not [c for c in consents.seen if c.principal == "carol"], (
+        "never asked to consent to the unsendable"
+    )
+    events = [(e.server, e.tool, e.outcome) for e in host.audit.events if e.principal == "carol"]
+    assert events == [("eu", "eu.get_import_status", "denied"), ("eu", "eu.commit_import", "denied")]
+    dumped = json.dumps([e.as_dict() for e in host.audit.events])
+    assert not any(token in dumped for token in our_servers["eu"].tokens.values())

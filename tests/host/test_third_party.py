@@ -6,9 +6,11 @@ explicit compatibility path recorded on the server spec, next to our 2026 server
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from adapter.host import (
@@ -126,3 +128,29 @@ async def test_a_deadline_cancels_a_read_and_leaves_an_effect_unknown(discovered
         deadline_seconds=10,
     )
     assert fine.state is CallState.COMPLETED and CallState.RUNNING in fine.states, "progress means running"
+
+
+class _LoseHandshake(httpx2.AsyncBaseTransport):
+    """Loses every ``initialize`` (the handshake era's first request); everything else passes."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if b'"method":"initialize"' in request.content.replace(b" ", b""):
+            raise httpx2.ReadError("the handshake's answer was lost")
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_call_that_cannot_even_start_is_audited_as_an_error(discovered: Host) -> None:
+    host = discovered
+    host.servers["everything"].wrap_transport = _LoseHandshake
+    with pytest.raises(Exception) as raised:
+        await host.call(ALICE, "everything.echo", {"message": "never sent"})
+    assert not isinstance(raised.value, HostError), "not the host's refusal: the handshake failed"
+    [event] = [e for e in host.audit.events if e.tool == "everything.echo"]
+    assert (event.server, event.principal, event.outcome) == ("everything", "alice", "error")
+    assert event.detail.startswith("not sent: ") and "never sent" not in json.dumps(event.as_dict())

@@ -14,6 +14,7 @@ from adapter.host import (
     AuditLog,
     Call,
     CallState,
+    CapabilityKey,
     IllegalTransition,
     Policy,
     PolicyDenied,
@@ -86,10 +87,19 @@ def test_rediscovery_is_diffed_and_a_changed_contract_loses_its_approval() -> No
     first = registry.apply("eu", [tool("a"), tool("b"), tool("c")], auto_approve={"a", "b"})
     assert [k.name for k in first.added] == ["a", "b", "c"]
     assert [e.qualified for e in registry.active()] == ["eu.a", "eu.b"], "c is not on the allowlist"
+    with pytest.raises(UnknownCapability, match="not approved"):
+        registry.resolve("eu.c")
     second = registry.apply("eu", [tool("a", "looser"), tool("b"), tool("d")], auto_approve=None)
     assert [k.name for k in second.changed] == ["a"]
     assert [k.name for k in second.removed] == ["c"] and [k.name for k in second.added] == ["d"]
     assert [e.qualified for e in registry.active()] == ["eu.b", "eu.d"]
+    with pytest.raises(UnknownCapability, match="contract changed"):
+        registry.resolve("eu.a")
+    registry.apply("eu", [tool("a", "looser"), tool("b"), tool("d")], auto_approve=None)
+    with pytest.raises(UnknownCapability, match="contract changed"):
+        registry.resolve("eu.a")  # still the unapproved change on the next discovery
+    registry.approve("eu.a", registry.entries[CapabilityKey("eu", "a")].fingerprint)
+    assert registry.resolve("eu.a").changed is False
     with pytest.raises(UnknownCapability):
         registry.resolve("eu.c")
     registry.apply("us", [tool("a")], auto_approve=None)
