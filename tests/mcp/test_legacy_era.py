@@ -3,6 +3,7 @@
 Same tools, handles, idempotency and store as the 2026-07-28 era; the confirmation is asked inside
 the request with ``elicitation/create``; progress, cancellation, subscriptions and list changes
 travel on the session. Plus the era setting (``protocol_eras``) and the unknown session id (404).
+Where the declared capabilities matter (URL-mode elicitation only), raw JSON-RPC over httpx.
 """
 
 from __future__ import annotations
@@ -163,6 +164,79 @@ async def test_a_legacy_client_without_elicitation_commits_under_when_supported(
         committed = server.structured(await client.call_tool("commit_import", {"handle": handle}))
     assert committed["status"] == "committed"
     assert len(legacy_engine.committed_batches()) == 1
+
+
+async def _legacy_commit_raw(server: Any, handle: str, capabilities: dict[str, Any]) -> list[Any]:
+    """A 2025-era session that declared ``capabilities`` at initialize commits ``handle``.
+
+    Returns the messages of the ``tools/call`` response stream up to its answer, or up to a question
+    (``elicitation/create``), which nobody here answers: the stream is left there.
+    """
+    initialize = _legacy_initialize()
+    initialize["params"]["capabilities"] = capabilities
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {server.alice_token}",
+    }
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    call["params"] = {"name": "commit_import", "arguments": {"handle": handle}}
+    messages: list[Any] = []
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        opened = await http.post(server.url, json=initialize, headers=headers)
+        headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
+        await http.post(
+            server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+        )
+        async with http.stream("POST", server.url, json=call, headers=headers) as answer:
+            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+                return [json.loads(await answer.aread())]
+            async for line in answer.aiter_lines():
+                if line.startswith("data:"):
+                    messages.append(json.loads(line[5:]))
+                    if messages[-1].get("id") == 2 or messages[-1].get("method") == "elicitation/create":
+                        break
+    return messages
+
+
+async def test_a_legacy_client_that_declared_url_mode_only_is_never_sent_a_form(
+    server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    async with server.client() as client:
+        handle = await server.stage(client, make_records(2))
+    messages = await _legacy_commit_raw(server, handle, {"elicitation": {"url": {}}})
+    assert not [m for m in messages if m.get("method") == "elicitation/create"], messages
+    [answer] = [m for m in messages if m.get("id") == 2]
+    assert answer["result"]["structuredContent"]["status"] == "committed"  # when-supported: not asked
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+@pytest.mark.parametrize("settings_overrides", [{"confirm_commit": "always"}])
+async def test_policy_always_refuses_a_legacy_client_that_declared_url_mode_only(
+    server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    async with server.client() as client:
+        handle = await server.stage(client, make_records(2))
+    messages = await _legacy_commit_raw(server, handle, {"elicitation": {"url": {}}})
+    assert not [m for m in messages if m.get("method") == "elicitation/create"], messages
+    [answer] = [m for m in messages if m.get("id") == 2]
+    assert answer["error"]["code"] == -32021
+    assert answer["error"]["data"]["requiredCapabilities"] == {"elicitation": {"form": {}}}
+    assert legacy_engine.committed_batches() == []
+
+
+async def test_a_legacy_client_that_declared_form_mode_is_asked_with_a_form(
+    server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    """The control: the same raw session, declaring form mode, does get the question (unanswered)."""
+    async with server.client() as client:
+        handle = await server.stage(client, make_records(2))
+    messages = await _legacy_commit_raw(server, handle, {"elicitation": {"form": {}}})
+    question = messages[-1]
+    assert question["method"] == "elicitation/create"
+    assert question["params"].get("mode", "form") == "form"
+    assert "Commit 2 staged records" in question["params"]["message"]
+    assert legacy_engine.committed_batches() == []
 
 
 async def test_a_cancelled_legacy_commit_is_recorded_as_cancelled(
