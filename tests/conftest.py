@@ -24,9 +24,9 @@ from adapter.store import Store
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
-from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, POSTGRES_URL, SECRET_BYTES
+from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, SECRET_BYTES
 from tests.support.kit import kit_settings, running_kit
-from tests.support.postgres import postgres_schema
+from tests.support.postgres import postgres_schema, require_postgres
 
 # freeze_time walks every loaded module's dir(), which loads ``adapter``'s lazy public names; a
 # module first imported under a frozen clock captures freezegun's FakeDatetime in its pydantic
@@ -50,9 +50,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'adapter.db'}"
         return
-    assert POSTGRES_URL
-    with postgres_schema("t") as (_, schema):
-        yield _postgres_schema_url(POSTGRES_URL, schema)
+    with postgres_schema("t") as (_, schema):  # skips where PostgreSQL is not configured
+        yield _postgres_schema_url(require_postgres(), schema)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from tests.support.constants import POSTGRES_URL
-from tests.support.postgres import postgres_schema
+from tests.support.postgres import postgres_schema, require_postgres
 
 LEGACY_TABLES = {
     "sqlite": [
@@ -60,10 +60,9 @@ def legacy_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Legacy
         yield LegacyDatabase(url, None, engine)
         engine.dispose()
         return
-    assert POSTGRES_URL
-    with postgres_schema("legacy") as (engine, schema):
+    with postgres_schema("legacy") as (engine, schema):  # skips where PostgreSQL is not configured
         with engine.begin() as conn:
             conn.execute(text(f'SET search_path TO "{schema}"'))
             for ddl in LEGACY_TABLES["postgres"]:
                 conn.execute(text(ddl))
-        yield LegacyDatabase(POSTGRES_URL, schema, engine)
+        yield LegacyDatabase(require_postgres(), schema, engine)

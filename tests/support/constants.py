@@ -46,4 +46,5 @@ POSTGRES = pytest.param(
     ],
 )
 """The ``db_url`` parameter for PostgreSQL; a test for PostgreSQL alone parametrizes with ``[POSTGRES]``
-(a bare ``"postgres"`` would lose the skip mark and error where the variable is not set)."""
+(a bare ``"postgres"`` loses the ``postgres`` mark, so ``-m postgres`` misses it; without the variable
+it still skips at set-up, through ``tests.support.postgres.require_postgres``)."""
