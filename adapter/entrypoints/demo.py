@@ -6,9 +6,12 @@ stateless calls (a fresh client per step), handles bound to their principal, cac
 idempotent replays, a confirmation (MRTR form elicitation) accepted and one declined, progress, a
 replayed commit, the resource list, an abort that compensates, and a lost reply after COMMIT recorded
 as ``outcome_unknown`` and then resolved through the status tool (the host kit's status action, never
-a resend). It exits non-zero if a step does not hold. Tool calls and resource reads go through the
-host kit; step 1 (the discovery cache hints) and the seed walkthrough (steps 11-13: session headers,
-the SDK's own cache) use the SDK client directly, because what they show is the wire itself.
+a resend). Then seed 001's walkthrough (``demo_seed``): a second server process on the same database,
+two overlapping commits whose progress stays apart, a client cache hit and a forced refresh; and no
+``Mcp-Session-Id`` in any HTTP exchange of either server. It exits non-zero if a step does not hold.
+Tool calls and resource reads go through the host kit; step 1 (the discovery cache hints) and the
+seed walkthrough (steps 11-13: session headers, the SDK's own cache) use the SDK client directly,
+because what they show is the wire itself.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from mcp_types import ElicitResult
 from adapter.bootstrap import build
 from adapter.config import load_settings
 from adapter.entrypoints.demo_client import HostCaller
-from adapter.entrypoints.demo_seed import second_server_process, seed_walkthrough, settings_env
+from adapter.entrypoints.demo_seed import HeaderWatch, second_server_process, seed_walkthrough, settings_env
 from adapter.entrypoints.http.app import create_app
 from adapter.host import CallState
 from adapter.store.migrate import upgrade
@@ -54,11 +57,14 @@ def check(condition: bool, what: str) -> None:
 
 @asynccontextmanager
 async def adapter_server(
-    folder: Path, legacy: tuple[str, int], tokens: dict[str, Any], secret: str | None = None
+    folder: Path, legacy: tuple[str, int], tokens: dict[str, Any], watch: Any, secret: str | None = None
 ) -> AsyncIterator[str]:
+    """The kit served in this process; ``watch(app)`` wraps the app (the demo's header check)."""
     database = f"sqlite:///{folder}/adapter.db"
     upgrade(database)
-    (folder / "tokens.json").write_text(json.dumps(tokens))
+    token_file = folder / "tokens.json"
+    token_file.touch(mode=0o600)  # bearer tokens: readable by this user only, as the server asks
+    token_file.write_text(json.dumps(tokens))
     settings = load_settings(
         database_url=database,
         legacy_url=f"tcp://{legacy[0]}:{legacy[1]}",
@@ -66,7 +72,8 @@ async def adapter_server(
         tokens=str(folder / "tokens.json"),
     )
     kit = build(settings)
-    server = uvicorn.Server(uvicorn.Config(create_app(kit), host="127.0.0.1", port=0, log_level="warning"))
+    app = watch(create_app(kit))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:
@@ -232,13 +239,25 @@ def run_demo(records: int = 1200) -> int:
     ):
 
         async def main() -> None:
-            async with adapter_server(Path(tmp), legacy, tokens, secret) as url:
+            watches: list[HeaderWatch] = []
+
+            def watch(app: Any) -> HeaderWatch:
+                watches.append(HeaderWatch(app))
+                return watches[-1]
+
+            async with adapter_server(Path(tmp), legacy, tokens, watch, secret) as url:
                 print(f"legacy simulator over TCP at {legacy[0]}:{legacy[1]}; MCP server at {url}")
-                await scenarios(url, LegacyClient(*legacy, timeout=5.0), alice, bob, records)
+                simulator = LegacyClient(*legacy, timeout=5.0)
+                await scenarios(url, simulator, alice, bob, records)
                 env = settings_env(f"sqlite:///{tmp}/adapter.db", legacy, secret, Path(tmp) / "tokens.json")
                 async with second_server_process(env) as second:
                     print(f"a second server process at {second}, on the same database")
-                    await seed_walkthrough((url, second), alice, check)
+                    await seed_walkthrough((url, second), alice, check, simulator)
+            [seen] = watches
+            check(
+                seen.requests > 0 and seen.session_headers == 0,
+                f"no Mcp-Session-Id in the first server's {seen.requests} HTTP exchanges, all steps",
+            )
 
         try:
             asyncio.run(main())

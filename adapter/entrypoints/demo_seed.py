@@ -2,7 +2,8 @@
 
 * statelessness: a second server *process* on the same database; a handle begun on one is used on
   the other, and no response anywhere carries an ``Mcp-Session-Id``;
-* two commits in parallel, each with its own progress token: each stream carries only its own;
+* two commits in parallel (the simulator slowed so they overlap, which is checked), each with its
+  own progress token: each stream carries only its own;
 * a client-side cache: ``resources/list`` within its ``ttlMs`` is served without a request, and a
   forced refresh asks the server again and sees what changed.
 """
@@ -25,7 +26,42 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-__all__ = ["second_server_process", "seed_walkthrough"]
+from legacy_sim.client import LegacyClient
+
+__all__ = ["HeaderWatch", "second_server_process", "seed_walkthrough"]
+
+SESSION_HEADER = b"mcp-session-id"
+
+
+class HeaderWatch:
+    """ASGI middleware: notes whether any request or response through it carried ``Mcp-Session-Id``.
+
+    The demo wraps its in-process server with it, so the statelessness check covers every step, not
+    only the requests its own clients send.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.requests = 0
+        self.session_headers = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.requests += 1
+        self._note(scope["headers"])
+
+        async def watched(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self._note(message.get("headers", []))
+            await send(message)
+
+        await self.app(scope, receive, watched)
+
+    def _note(self, headers: Any) -> None:
+        if any(name.lower() == SESSION_HEADER for name, _ in headers):
+            self.session_headers += 1
 
 
 def _free_port() -> int:
@@ -67,7 +103,7 @@ async def second_server_process(env: dict[str, str]) -> AsyncIterator[str]:
 
 
 class _Wire:
-    """Counts the POSTs per MCP method and remembers every response header name seen."""
+    """Counts the POSTs per MCP method and remembers every request and response header name seen."""
 
     def __init__(self) -> None:
         self.posts: dict[str, int] = {}
@@ -76,6 +112,7 @@ class _Wire:
     async def on_request(self, request: httpx2.Request) -> None:
         method = request.headers.get("mcp-method", "?")
         self.posts[method] = self.posts.get(method, 0) + 1
+        self.header_names.update(name.lower() for name in request.headers)
 
     async def on_response(self, response: httpx2.Response) -> None:
         self.header_names.update(name.lower() for name in response.headers)
@@ -96,7 +133,11 @@ def _data(result: Any) -> dict[str, Any]:
 
 
 async def seed_walkthrough(
-    urls: tuple[str, str], token: str, check: Callable[[bool, str], None], total: int = 700
+    urls: tuple[str, str],
+    token: str,
+    check: Callable[[bool, str], None],
+    legacy: LegacyClient,
+    total: int = 700,
 ) -> None:
     """Run the three checks on two servers (two processes) over one database."""
     wire = _Wire()
@@ -113,6 +154,7 @@ async def seed_walkthrough(
     print("12. two commits in parallel: each progress stream carries only its own commit")
     sizes = {"a": total, "b": total // 2 + 1}
     streams: dict[str, list[tuple[float, float | None]]] = {name: [] for name in sizes}
+    times: dict[str, list[float]] = {name: [] for name in sizes}
     handles: dict[str, str] = {}
     async with wire.client(first, token) as one:
         for name, size in sizes.items():
@@ -125,13 +167,18 @@ async def seed_walkthrough(
     async def commit(name: str, url: str) -> dict[str, Any]:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             streams[name].append((progress, total))
+            times[name].append(time.monotonic())
 
         async with wire.client(url, token) as c:
             return _data(
                 await c.call_tool("commit_import", {"handle": handles[name]}, progress_callback=on_progress)
             )
 
-    done = await asyncio.gather(commit("a", first), commit("b", second))
+    legacy.faults(latency_ms=2)  # about a second per 500 records: long enough for the two to overlap
+    try:
+        done = await asyncio.gather(commit("a", first), commit("b", second))
+    finally:
+        legacy.faults(latency_ms=0)
     for (name, size), result in zip(sizes.items(), done, strict=True):
         values = [v for v, _ in streams[name]]
         print(f"   {name}: {len(values)} progress notifications, {values[0]:g} .. {values[-1]:g} of {size}")
@@ -142,6 +189,8 @@ async def seed_walkthrough(
             and values[-1] == size,
             f"commit {name}: only its own progress, strictly increasing to {size}",
         )
+    overlap = min(t[-1] for t in times.values()) - max(t[0] for t in times.values())
+    check(overlap > 0, f"the two commits ran at the same time ({overlap:.1f} s of progress overlapped)")
 
     print("13. a client cache: resources/list within ttlMs needs no request; a forced refresh asks again")
     async with wire.client(first, token) as cached:
@@ -159,7 +208,7 @@ async def seed_walkthrough(
         and f"import://{fresh}" in {r.uri for r in refreshed.resources},
         "the forced refresh went to the server and shows the new import",
     )
-    check("mcp-session-id" not in wire.header_names, "no Mcp-Session-Id on any response")
+    check("mcp-session-id" not in wire.header_names, "no Mcp-Session-Id on any request or response here")
 
 
 def settings_env(database_url: str, legacy: tuple[str, int], secret: str, tokens: Path) -> dict[str, str]:
