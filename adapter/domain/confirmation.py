@@ -14,6 +14,10 @@ person reads must never let that choice pass for the server's own words. Two rul
 A confirmation is bound to its :class:`CommitSubject`. Staged records are append-only (records are
 only ever added to an open import, all or none, and never changed), so the import id and its
 record count name exactly the staged content the person was shown; the target is part of it too.
+
+When a person is to be asked but there is nothing to ask about (the import is committing, committed,
+empty, ...), the commit runs with :data:`NOTHING_CONFIRMED`: it may answer from the record or
+refuse, but if the import became committable in the meantime it must not start unasked.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 
 __all__ = [
+    "NOTHING_CONFIRMED",
     "TARGET_PATTERN",
     "CommitSubject",
     "question_text",
@@ -55,6 +60,11 @@ class CommitSubject:
         if not isinstance(import_id, str) or not isinstance(target, str) or type(count) is not int:
             raise TypeError("not a commit subject")
         return cls(import_id, target, count)
+
+
+NOTHING_CONFIRMED = CommitSubject(import_id="", target="", record_count=0)
+"""The ``expect`` of a commit for which a question was due but nothing could be asked: it matches no
+import (ids are never empty), so the commit answers a replay or refuses, and never starts."""
 
 
 def valid_target(target: str) -> bool:

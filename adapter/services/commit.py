@@ -169,7 +169,8 @@ def commit_import(
     """Commit the import's staged records as one legacy batch, at most once.
 
     ``expect`` is what a person confirmed: the commit starts only if the import still is exactly
-    that (checked in the claim transaction, so no record can slip in between). ``slot`` is the
+    that (checked in the claim transaction, so no record can slip in between); ``NOTHING_CONFIRMED``
+    lets it answer a replay or refuse, never start. ``slot`` is the
     legacy session slot the claim takes if, and only if, the commit starts (the caller frees it).
 
     Raises HandleNotFound, HandleExpired, IdempotencyKeyReused, InvalidState, ConfirmationStale,
@@ -246,11 +247,10 @@ def _claim(
             return _answer(latest, row, handle)
         if state is not ImportState.OPEN:
             raise InvalidState(f"an import that is {state.value} cannot be committed")
-        if expect is not None and CommitSubject(row.id, row.target, row.record_count) != expect:
-            current = CommitSubject(row.id, row.target, row.record_count) if row.record_count else None
-            raise ConfirmationStale(current)
         if row.record_count == 0:
             raise InvalidState("the import has no records to commit")
+        if expect is not None and CommitSubject(row.id, row.target, row.record_count) != expect:
+            raise ConfirmationStale(CommitSubject(row.id, row.target, row.record_count))
         if slot is not None:
             slot.take()  # QuotaExceeded here: refused before anything changed
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapter.domain.errors import HandleExpired, IdempotencyKeyReused, InvalidState
+from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject
+from adapter.domain.errors import ConfirmationStale, HandleExpired, IdempotencyKeyReused, InvalidState
 from adapter.domain.identity import Principal
 from adapter.services import CancelToken, CommitPolicy, ImportService, ServiceContext
 from legacy_sim.engine import LegacyEngine
@@ -247,3 +248,49 @@ def test_an_empty_import_cannot_be_committed(service: ImportService, alice: Prin
     handle = service.begin(alice, "customers").handle
     with pytest.raises(InvalidState):
         service.commit(alice, handle)
+
+
+# --- what a person confirmed: ``expect`` ---------------------------------------------------------------
+
+
+def test_a_commit_expecting_what_was_confirmed_starts_only_while_the_import_still_is_that(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice, make_records(3))
+    shown = service.confirmation_subject(alice, handle)
+    assert shown is not None and shown.record_count == 3
+    service.add(alice, handle, make_records(1))
+
+    with pytest.raises(ConfirmationStale) as stale:
+        service.commit(alice, handle, expect=shown)
+
+    assert stale.value.current == CommitSubject(shown.import_id, shown.target, 4)
+    view = service.status(alice, handle)
+    assert (view.status, view.record_count) == ("open", 4)
+    assert [o for o in view.operations if o.kind == "commit"] == []
+    assert batches(legacy_engine) == []
+    assert service.commit(alice, handle, expect=stale.value.current).status == "committed"
+    [batch] = batches(legacy_engine)
+    assert batch["record_count"] == 4
+
+
+def test_nothing_confirmed_answers_a_replay_or_refuses_but_never_starts_a_commit(
+    service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """A question was due but the import had nothing to ask about; if it became committable since
+    (records arrived, a commit in flight gave it back), the commit must not start unasked."""
+    empty = service.begin(alice, "customers").handle
+    with pytest.raises(InvalidState):
+        service.commit(alice, empty, expect=NOTHING_CONFIRMED)
+    service.add(alice, empty, make_records(2))  # records arrived after the import was read
+    with pytest.raises(ConfirmationStale) as stale:
+        service.commit(alice, empty, expect=NOTHING_CONFIRMED)
+    assert stale.value.current == service.confirmation_subject(alice, empty)
+    assert [o for o in service.status(alice, empty).operations if o.kind == "commit"] == []
+    assert batches(legacy_engine) == []
+
+    done = staged(service, alice, make_records(2))
+    first = service.commit(alice, done)
+    again = service.commit(alice, done, expect=NOTHING_CONFIRMED)
+    assert (again.status, again.operation_id, again.replayed) == ("committed", first.operation_id, True)
+    assert len(batches(legacy_engine)) == 1

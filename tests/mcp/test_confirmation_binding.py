@@ -93,6 +93,29 @@ async def test_a_stale_answer_on_the_last_round_is_refused_with_confirmation_sta
     assert legacy_engine.committed_batches() == []
 
 
+async def test_a_client_that_can_be_asked_gets_no_question_when_there_is_nothing_to_ask_about(
+    server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    """A committed import answers the replay, an empty one refuses: the commit never starts unasked."""
+    async with server.client(elicitation_callback=lambda *a: ACCEPT) as client:
+        done = await server.stage(client, make_records(2))
+        first = server.structured(await answer(client, done, await ask(client, done), ACCEPT))
+        again = await client.session.call_tool("commit_import", {"handle": done}, allow_input_required=True)
+        empty = server.structured(await client.call_tool("begin_import", {"target": "customers"}))["handle"]
+        refused = await client.session.call_tool(
+            "commit_import", {"handle": empty}, allow_input_required=True
+        )
+    assert not isinstance(again, InputRequiredResult) and not isinstance(refused, InputRequiredResult)
+    replay = server.structured(again)
+    assert (replay["status"], replay["operation_id"], replay["replayed"]) == (
+        "committed",
+        first["operation_id"],
+        True,
+    )
+    assert server.error_text(refused).startswith("invalid_state:")
+    assert len(legacy_engine.committed_batches()) == 1
+
+
 # --- 2. single use ---------------------------------------------------------------------------------
 
 

@@ -140,7 +140,9 @@ async def test_a_changed_import_after_the_last_allowed_round_is_refused(
     async with server.client(mode="legacy", elicitation_callback=answering(ACCEPT, [], add_one)) as client:
         handle_box.append(await server.stage(client, make_records(2)))
         refused = await client.call_tool("commit_import", {"handle": handle_box[0]})
-    assert server.error_text(refused).startswith("validation_error:")
+        status = server.structured(await client.call_tool("get_import_status", {"handle": handle_box[0]}))
+    assert server.error_text(refused).startswith("confirmation_stale:"), "the same code as at 2026-07-28"
+    assert (status["status"], status["record_count"]) == ("open", 3)
     assert legacy_engine.committed_batches() == []
 
 

@@ -21,7 +21,7 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.confirmation import CommitSubject, question_text
+from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject, question_text
 from adapter.domain.errors import ConfirmationStale, InvalidRequest, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
@@ -173,12 +173,27 @@ async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut
         return await _commit_legacy_era(call, args)
     answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
     if answer is None:
-        if call.confirm.should_ask(call.ctx):
-            subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
-            if subject is not None:  # else the commit itself explains why not (or answers a replay)
-                return question(subject, 1, None)
-        return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+        if not call.confirm.should_ask(call.ctx):
+            return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+        subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
+        if subject is not None:
+            return question(subject, 1, None)
+        try:  # nothing to ask about: the commit explains why not, or answers a replay
+            return _commit_out(await _commit_unasked(call, args))
+        except ConfirmationStale as became:  # it became committable since: ask about it
+            if not isinstance(became.current, CommitSubject):
+                raise
+            return question(became.current, 1, None)
     return await _answered(call, args, answer)
+
+
+async def _commit_unasked(call: Call, args: s.CommitImportIn) -> CommitResult:
+    """A commit for which a question was due but there was nothing to ask about.
+
+    It may answer from the record or refuse; if records arrived (or a commit in flight gave the
+    import back) since the import was read, it raises ``ConfirmationStale`` instead of starting.
+    """
+    return await _commit_with_progress(call, args.handle, args.idempotency_key, NOTHING_CONFIRMED)
 
 
 async def _answered(
@@ -215,26 +230,30 @@ async def _commit_legacy_era(call: Call, args: s.CommitImportIn) -> s.CommitImpo
     The question (``elicitation/create`` on the session) names the subject: import, target, record
     count and staged content. An accept commits only that subject (``expect``, checked in the claim
     transaction); if records were added meanwhile the user is asked again with the new figures, at
-    most ``max_rounds`` times in all. The question lives inside one request, so it cannot be replayed.
+    most ``max_rounds`` times in all, then ``confirmation_stale`` as in the 2026-07-28 era. The
+    question lives inside one request, so it cannot be replayed.
     """
+    if not call.confirm.should_ask(call.ctx):
+        return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+    stale: ConfirmationStale | None = None
     for _ in range(call.confirm.max_rounds):
-        if not call.confirm.should_ask(call.ctx):
-            break
         subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
-        if subject is None:  # the commit itself explains why not (or answers a replay)
-            break
-        decision = await ask_in_session(call.ctx, question_text(subject), call.confirm)
-        if decision is Decision.DECLINED:
-            return _declined(args.handle, subject.record_count)
-        if decision is Decision.ACCEPTED:
-            try:
-                result = await _commit_with_progress(call, args.handle, args.idempotency_key, subject)
-            except ConfirmationStale:
-                continue  # the import changed between the question and the commit: ask again
-            return _commit_out(result)
-    else:
-        raise _ConfirmationMissing()
-    return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
+        try:
+            if subject is None:  # nothing to ask about: the commit explains why not, or answers a replay
+                return _commit_out(await _commit_unasked(call, args))
+            decision = await ask_in_session(call.ctx, question_text(subject), call.confirm)
+            if decision is Decision.DECLINED:
+                return _declined(args.handle, subject.record_count)
+            stale = None
+            if decision is Decision.ACCEPTED:
+                return _commit_out(
+                    await _commit_with_progress(call, args.handle, args.idempotency_key, subject)
+                )
+        except ConfirmationStale as changed:  # the import changed since it was read: ask again
+            if not isinstance(changed.current, CommitSubject):
+                raise
+            stale = changed
+    raise stale if stale is not None else _ConfirmationMissing()
 
 
 def _declined(handle: str, record_count: int) -> s.CommitImportOut:
