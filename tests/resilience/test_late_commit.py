@@ -214,7 +214,7 @@ def test_the_watch_asks_only_about_imports_with_a_not_committed_verdict(
         handle = late_service.begin(alice, "customers").handle
         late_service.add(alice, handle, [{"n": n}])
         assert late_service.commit(alice, handle, idempotency_key=f"ok-{n}").status == "committed"
-    doubted, first_id = judged_not_committed(late_service, alice, proxy)
+    _doubted, first_id = judged_not_committed(late_service, alice, proxy)
     counting = CountingPort(late_service.ctx.legacy)
     counting.asked = []
     late_service.ctx.legacy = counting
