@@ -42,8 +42,6 @@ def make_port(settings):
 '''
 
 
-
-
 @pytest.fixture
 def shop(tmp_path: Path) -> dict[str, str]:
     """A folder with the user's port module and its database; the environment that serves it."""

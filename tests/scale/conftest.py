@@ -46,8 +46,6 @@ TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
-
 @dataclass
 class Worker:
     """One server process."""

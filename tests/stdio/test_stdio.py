@@ -30,7 +30,6 @@ from tests.support.wait import poll_until
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a Python subprocess per test
 
 
-
 @pytest.fixture
 def server_env(tmp_path: Path, legacy_address: tuple[str, int]) -> dict[str, str]:
     """ADAPTER_* settings for one server process: a fresh migrated SQLite db, the TCP simulator."""
