@@ -5,7 +5,8 @@
   sent, so a shorter grace period would believe "not committed" of a batch that is about to appear.
 * :func:`warn_about_token_file` warns when the bearer token file can be read by other users.
 * :func:`create_owner_only` creates the SQLite database and the embedded simulator's file readable
-  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all).
+  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all);
+  the simulator's file only when the simulator is the port (no ``ADAPTER_LEGACY_PORT``).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def create_owner_only(settings: Settings) -> None:
     if not settings.local_mode:
         return
     paths = [sqlite_path(settings.database_url)]
-    if settings.legacy_url == "embedded":
+    if settings.legacy_url == "embedded" and not settings.legacy_port:  # a port of yours: no simulator
         paths.append(Path(settings.legacy_db))
     for path in paths:
         if path is None or path.exists():
