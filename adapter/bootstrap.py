@@ -91,7 +91,9 @@ def build(
 ) -> Kit:
     """Wire a kit. ``legacy``, ``store`` and ``commit_policy`` replace what the settings would give
     (tests pass millisecond retry waits, which are no setting, so nothing reaches into the services)."""
-    create_owner_only(settings)  # local mode: the database and legacy files are the owner's only
+    # Local mode: the database and the simulator's files are the owner's only (no simulator file
+    # when the caller brings its own port).
+    create_owner_only(settings, simulator=legacy is None)
     store = store or Store.from_url(settings.database_url, **engine_options(settings))
     # Every legacy call is timed; the HTTP app registers its metrics as an observer (see metrics.py).
     legacy = InstrumentedPort(legacy or build_legacy_port(settings))

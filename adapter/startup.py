@@ -5,7 +5,8 @@
   sent, so a shorter grace period would believe "not committed" of a batch that is about to appear.
 * :func:`warn_about_token_file` warns when the bearer token file can be read by other users.
 * :func:`create_owner_only` creates the SQLite database and the embedded simulator's file readable
-  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all).
+  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all);
+  the simulator's file only when the simulator is the port.
 """
 
 from __future__ import annotations
@@ -61,16 +62,17 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def create_owner_only(settings: Settings) -> None:
+def create_owner_only(settings: Settings, *, simulator: bool = True) -> None:
     """In local mode, create the database and legacy files as 0600 before SQLite creates them.
 
     SQLite gives its ``-wal`` and ``-shm`` files the mode of the database file. Files that already
-    exist are left as they are.
+    exist are left as they are. The embedded simulator's file only when the simulator is the port:
+    not with ``ADAPTER_LEGACY_PORT``, nor when the caller passes a port (``simulator=False``).
     """
     if not settings.local_mode:
         return
     paths = [sqlite_path(settings.database_url)]
-    if settings.legacy_url == "embedded":
+    if simulator and settings.legacy_url == "embedded" and not settings.legacy_port:
         paths.append(Path(settings.legacy_db))
     for path in paths:
         if path is None or path.exists():

@@ -24,10 +24,11 @@ What runs where
   (the simulator as a child process over loopback, as in ``bench/core_import.py``). Neither
   ``get_import_status`` nor ``add_records`` talks to it; only the one set-up commit does.
 * Auth: ``--auth local`` (default; no token) or ``tokens`` (a token file, bearer token per request).
-* Record validation: the simulator declares no targets (any JSON object is a record), so the child
-  wraps its port in :class:`TypedTargets`, which declares the target ``items`` whose records must match
-  :class:`BenchItem` (six typed, required fields, an enum, bounds, no other field): ``add_records``
-  runs with per-record schema validation on, as a deployment with declared targets does.
+* Record validation: the simulator declares only the permissive ``*`` target (any JSON object is a
+  record), so the child wraps its port in :class:`TypedTargets`, which declares the target ``items``
+  whose records must match :class:`BenchItem` (six typed, required fields, an enum, bounds, no other
+  field): ``add_records`` runs with per-record schema validation on, as a deployment with declared
+  targets does.
   ``--schema none`` measures the permissive wildcard instead (no per-record check).
 
 What it measures, interleaved round by round (order flipped every round: ABBA...) so drift in

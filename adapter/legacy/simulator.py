@@ -27,11 +27,13 @@ from urllib.parse import urlsplit
 
 from adapter.legacy.outcomes import Step, batch_status, closing_on_error, refused, where
 from adapter.ports.legacy import (
+    WILDCARD_TARGET,
     BatchStatus,
     CommittedBatch,
     LegacyOutcomeUnknown,
     LegacyTransient,
     Record,
+    Target,
     VoidResult,
 )
 from legacy_sim.client import ConnectionLostError, LegacyClient, LegacySimError, SimClient
@@ -39,7 +41,16 @@ from legacy_sim.engine import LegacyEngine
 from legacy_sim.inprocess import InProcessClient
 from legacy_sim.protocol import TRANSIENT
 
-__all__ = ["LegacyTarget", "SimulatorPort", "SimulatorSession", "parse_legacy_url"]
+__all__ = ["SIMULATOR_TARGETS", "LegacyTarget", "SimulatorPort", "SimulatorSession", "parse_legacy_url"]
+
+SIMULATOR_TARGETS = (
+    Target(
+        WILDCARD_TARGET,
+        "The simulator keeps every batch alike: any target name, any JSON object as a record.",
+    ),
+)
+"""What the simulator accepts, declared like any port's targets: it has no record shapes of its own,
+so its one target is the permissive ``*`` (any name, ``{"type": "object"}``)."""
 
 
 @contextmanager
@@ -148,6 +159,10 @@ class SimulatorPort:
         port = cls.in_process(engine)
         port._owned_engine = engine
         return port
+
+    def targets(self) -> Sequence[Target]:
+        """:data:`SIMULATOR_TARGETS`: the server publishes them like any port's (``targets://``)."""
+        return SIMULATOR_TARGETS
 
     def open_session(self) -> SimulatorSession:
         """A new connection; one that cannot be made raises LegacyTransient."""

@@ -1,9 +1,10 @@
 """A LegacyPort for the (imaginary) Acme ERP batch API over HTTP.
 
-Serve it: ``ADAPTER_LEGACY_PORT=acme_erp.port:from_settings`` with ``ACME_ERP_URL`` and
-``ACME_ERP_TOKEN``. Check it: ``python -m adapter check-port acme_erp.port:from_settings
---lose-commit-reply acme_erp.port:lose_commit_reply`` (the hook needs the fake ERP in
-``acme_erp/fake_server.py``, whose ``/_faults`` switch a real ERP does not have).
+It fills in what ``legacy-adapter new-port acme_erp`` wrote, under the same names: serve it with
+``ADAPTER_LEGACY_PORT=acme_erp.port:make_port``, ``ACME_ERP_URL`` and ``ACME_ERP_TOKEN``; check it with
+``legacy-adapter check-port acme_erp.port:make_port --lose-commit-reply acme_erp.port:lose_commit_reply``
+(the hook needs the fake ERP in ``acme_erp/fake_server.py``, whose ``/_faults`` switch a real ERP
+does not have).
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ class ErpPort:
         self._client.close()
 
 
-def from_settings(settings: Any) -> ErpPort:
+def make_port(settings: Any) -> ErpPort:
     """The ``ADAPTER_LEGACY_PORT`` factory: the ERP's address and token come from the environment."""
     try:
         url, token = os.environ["ACME_ERP_URL"], os.environ["ACME_ERP_TOKEN"]

@@ -59,7 +59,7 @@ def test_the_acme_erp_example_passes_check_port(fake_erp: tuple[str, str]) -> No
     done = _check_port(
         REPO / "examples",  # the user's folder: acme_erp/ is found from the current directory
         {"ACME_ERP_URL": url, "ACME_ERP_TOKEN": token},
-        "acme_erp.port:from_settings",
+        "acme_erp.port:make_port",
         "--lose-commit-reply",
         "acme_erp.port:lose_commit_reply",
     )

@@ -23,3 +23,16 @@ def test_the_tutorial_names_only_commands_that_exist() -> None:
     commands = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     used = {line.split()[1] for line in doc.splitlines() if line.startswith("legacy-adapter ")}
     assert used and used <= commands | {"--help"}, used - commands
+
+
+def test_the_contract_tests_in_the_tutorial_are_what_new_port_writes(tmp_path: Path) -> None:
+    from adapter.entrypoints.scaffold import write_package
+
+    doc = (REPO / "docs" / "wrap-your-own-system.md").read_text()
+    marker = (
+        "wrote it (every rule becomes one test; it imports only your factory and fault hook):\n\n```python\n"
+    )
+    start = doc.index(marker) + len(marker)
+    shown = doc[start : doc.index("```\n", start)]
+
+    assert shown == (write_package("acme_erp", tmp_path) / "test_port.py").read_text()

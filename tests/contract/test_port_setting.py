@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.cli import run_adapter, without_adapter_settings
+from tests.support.servers import free_port, stop_process
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow  # subprocesses
 
@@ -22,6 +26,10 @@ def good(settings):
     with Path("factory-calls.txt").open("a") as calls:
         calls.write(settings.server_name + "\\n")
     return SimulatorPort.from_url("embedded", embedded_db_path="legacy.db")
+
+
+def unreachable(settings):
+    return SimulatorPort.from_url("tcp://127.0.0.1:1")  # nothing listens there
 
 
 def not_a_port(settings):
@@ -44,12 +52,16 @@ COMMANDS = {
 }
 
 
-def _run(folder: Path, setting: str | None, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _env(folder: Path, setting: str | None) -> dict[str, str]:
     env = without_adapter_settings()
     env.update({"ADAPTER_DATABASE_URL": f"sqlite:///{folder / 'adapter.db'}", "ADAPTER_SECRET": "k" * 40})
     if setting is not None:
         env["ADAPTER_LEGACY_PORT"] = setting
-    return run_adapter(*args, cwd=folder, env=env, stdin=stdin)
+    return env
+
+
+def _run(folder: Path, setting: str | None, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return run_adapter(*args, cwd=folder, env=_env(folder, setting), stdin=stdin)
 
 
 @pytest.fixture
@@ -104,3 +116,46 @@ def test_unset_the_simulator_is_the_port(folder: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert not (folder / "factory-calls.txt").exists()
+
+
+def test_a_port_of_ones_own_leaves_no_simulator_file(tmp_path: Path) -> None:
+    """With ADAPTER_LEGACY_PORT set the simulator is not the port, so start-up creates no file of it."""
+    (tmp_path / "user_port.py").write_text(textwrap.dedent(MODULE))
+
+    for command in (["migrate"], COMMANDS["reconcile"]):
+        done = _run(tmp_path, "user_port:good", *command)
+        assert done.returncode == 0, done.stderr
+
+    assert (tmp_path / "adapter.db").exists()
+    assert not (tmp_path / "legacy_sim.db").exists()  # the default ADAPTER_LEGACY_DB, unused here
+
+
+def _ready(url: str) -> httpx.Response | None:
+    try:
+        return httpx.get(url + "/readyz", timeout=5)
+    except httpx.TransportError:
+        return None  # not listening yet
+
+
+@pytest.mark.parametrize(("setting", "status"), [(None, 200), ("user_port:unreachable", 503)])
+def test_readyz_asks_the_port_the_setting_names(folder: Path, setting: str | None, status: int) -> None:
+    """The embedded simulator answers; the user's port (a system nobody listens for) does not."""
+    port = free_port()
+    command = [sys.executable, "-m", "adapter", "serve", "--port", str(port)]
+    env = _env(folder, setting)
+    process = subprocess.Popen(
+        command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(
+            lambda: process.poll() is not None or _ready(url) is not None, timeout=60, what="serve to listen"
+        )
+        answer = _ready(url)
+        assert answer is not None, process.stderr.read().decode() if process.stderr else ""
+    finally:
+        stop_process(process)
+
+    assert answer.status_code == status
+    problems = answer.json()["problems"]
+    assert problems == ([] if status == 200 else ["legacy system unreachable: LegacyTransient"])

@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from adapter.legacy.simulator import SIMULATOR_TARGETS, SimulatorPort
+from adapter.ports.legacy import TargetCatalog
+
 pytestmark = pytest.mark.anyio
 
 ERP = {
@@ -62,14 +65,13 @@ async def test_defaults_and_the_simulators_permissive_targets(server: Any) -> No
     begin = tools["begin_import"]
     assert "any other name" in (begin.description or "")
     assert "enum" not in begin.input_schema["properties"]["target"]  # the simulator accepts any name
-    assert catalog == {
-        "targets": [
-            {
-                "name": "*",
-                "description": one["description"],
-                "schema": {"type": "object"},
-                "max_records": None,
-            }
-        ]
+    assert issubclass(SimulatorPort, TargetCatalog)  # the simulator declares its targets like any port
+    declared = {
+        "name": "*",
+        "description": SIMULATOR_TARGETS[0].description,
+        "schema": {"type": "object"},
+        "max_records": None,
     }
+    assert catalog == {"targets": [declared]}
+    assert one == declared  # any name is the permissive target
     assert [t.uri_template for t in templates] == ["import://{handle}", "targets://{name}"]

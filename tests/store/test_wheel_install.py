@@ -2,7 +2,9 @@
 
 ``pip install .`` into a fresh venv (no dependencies; the dev venv's site-packages are added after the
 install through a ``.pth`` file, so nothing is downloaded but the build backend), then
-``python -m adapter migrate`` from a directory that is not the source tree.
+``python -m adapter migrate`` from a directory that is not the source tree; and the installed
+``legacy-adapter`` command (``migrate``, ``serve``, ``check-port``, ``new-port``) in a user's folder,
+with their port module found there.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import httpx
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.servers import free_port, stop_process
+from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,3 +119,44 @@ def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder
     assert "9 of 9 rules hold" in checked
     assert "wrote acme_erp/" in scaffolded
     assert {p.name for p in (folder / "acme_erp").iterdir()} >= {"__init__.py", "port.py", "test_port.py"}
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).json()["status"] == "ready"
+    except (httpx.TransportError, ValueError):
+        return False  # not listening yet
+
+
+@pytest.mark.anyio
+async def test_the_installed_command_migrates_and_serves_a_users_port_from_its_folder(tmp_path: Path) -> None:
+    """``legacy-adapter migrate`` and ``serve`` with ADAPTER_LEGACY_PORT naming a module in the folder."""
+    python, _ = _installed_venv(tmp_path)
+    folder = tmp_path / "wrap-shop"
+    folder.mkdir()
+    (folder / "shop_port.py").write_text(USER_PORT)
+    with sqlite3.connect(folder / "shop.db") as db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
+    env.update({"SHOP_URL": f"sqlite:///{folder / 'shop.db'}", "ADAPTER_LEGACY_PORT": "shop_port:make"})
+    env["ADAPTER_SECRET"] = "s" * 40
+    command = python.parent / "legacy-adapter"
+    extras = "import importlib.metadata as m; print(m.requires('legacy-mcp-adapter'))"
+
+    migrated = _run(command, "migrate", cwd=folder, env=env)
+    port = free_port()
+    serving = subprocess.Popen(
+        [command, "serve", "--port", str(port)], cwd=folder, env=env, stderr=subprocess.PIPE
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: serving.poll() is not None or _ready(url), timeout=60, what="serve to be ready")
+        assert serving.poll() is None, serving.stderr.read().decode() if serving.stderr else ""
+        async with Client(streamable_http_client(url + "/mcp"), cache=None) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    finally:
+        stop_process(serving)
+
+    assert "database migrated to head" in migrated
+    assert tools["begin_import"].input_schema["properties"]["target"]["enum"] == ["customers"]
+    assert 'pytest<10,>=8; extra == "testing"' in _run(python, "-c", extras, cwd=folder, env=env)

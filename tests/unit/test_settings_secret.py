@@ -1,4 +1,5 @@
-"""The handle secret: Settings only read it; start-up creates the key file once, owner-only."""
+"""Files start-up makes: the handle secret (Settings only read it; start-up creates the key file once,
+owner-only) and, in local mode, the simulator's file only when the simulator is the port."""
 
 from __future__ import annotations
 
@@ -35,3 +36,25 @@ def test_an_explicit_secret_writes_no_file(tmp_path: Path) -> None:
     ensure_secret_file(settings)
     assert not path.exists()
     assert settings.secret_bytes() == b"s" * 32
+
+
+@pytest.mark.parametrize("own_port", [False, True])
+def test_the_simulators_file_is_made_only_when_the_simulator_is_the_port(
+    tmp_path: Path, own_port: bool
+) -> None:
+    """Local mode pre-creates the embedded simulator's file owner-only; a caller's own port needs none."""
+    from adapter.bootstrap import build
+    from adapter.legacy.simulator import SimulatorPort
+
+    simulator_file = tmp_path / "legacy_sim.db"
+    settings = Settings(
+        secret="s" * 32, database_url=f"sqlite:///{tmp_path / 'adapter.db'}", legacy_db=str(simulator_file)
+    )
+    theirs = SimulatorPort.from_url("embedded", embedded_db_path=tmp_path / "theirs.db") if own_port else None
+
+    build(settings, legacy=theirs).close()
+
+    assert (tmp_path / "adapter.db").exists()
+    assert simulator_file.exists() is not own_port
+    if not own_port:
+        assert stat.S_IMODE(simulator_file.stat().st_mode) == 0o600
