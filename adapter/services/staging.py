@@ -69,7 +69,8 @@ def add_records(
             uow.staging.stage(row.id, first_seq, batch.texts)
             operation_id = new_id()
             result = {"accepted": count, "record_count": record_count, "first_seq": first_seq}
-            uow.staging.record_operation(
+            staged = {"accepted": count, "record_count": record_count}
+            uow.staging.record_outcome(
                 operation_id=operation_id,
                 kind=ADD,
                 principal=principal.subject,
@@ -79,13 +80,10 @@ def add_records(
                 fingerprint=request,
                 status=SUCCEEDED,
                 result=result,
-            )
-            staged = {"accepted": count, "record_count": record_count}
-            uow.staging.record_events(
-                [
+                events=[
                     _event(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
                     _event(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
-                ]
+                ],
             )
             uow.commit()
             return Outcome(operation_id, row.id, result, False)

@@ -30,6 +30,7 @@ from sqlalchemy import Engine, bindparam, select
 from adapter.domain.errors import StoreUnavailable
 from adapter.domain.views import OperationSummary
 from adapter.store.errors import raise_translated
+from adapter.store.notify import libpq_dsn
 from adapter.store.tables import ImportRow, OperationRow
 
 __all__ = [
@@ -160,7 +161,7 @@ class AsyncImportReads:
 
         self._pool_timeout = PoolTimeout
 
-        conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        conninfo = libpq_dsn(engine.url)
         self._sql = str(IMPORT_WITH_OPERATIONS.compile(dialect=engine.dialect))
         self._dbapi = engine.dialect.dbapi
         self._pool = AsyncConnectionPool(

@@ -10,12 +10,13 @@ buffer on PostgreSQL). The rules stay in ``adapter/services/staging.py``; this m
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Insert, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
@@ -62,8 +63,23 @@ _BY_KEY = select(
 )
 
 _OPERATION = insert(_operations)
-_EVENTS = insert(_events).returning(_events.c.id, sort_by_parameter_order=True)
 _EVENTS_NO_IDS = insert(_events)
+_OPERATION_COLUMNS = (
+    "id",
+    "kind",
+    "principal",
+    "tenant",
+    "import_id",
+    "idempotency_key",
+    "request_fingerprint",
+    "status",
+    "result",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "version",
+)
+_EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "created_at")
 
 _SQLITE_STAGE = "INSERT INTO staged_records (import_id, seq, data) VALUES (?, ?, ?)"
 _PG_STAGE = "COPY staged_records (import_id, seq, data) FROM STDIN"
@@ -169,7 +185,7 @@ class StagingRepository:
         finally:
             cursor.close()
 
-    def record_operation(
+    def record_outcome(
         self,
         *,
         operation_id: str,
@@ -181,35 +197,51 @@ class StagingRepository:
         fingerprint: str,
         status: str,
         result: dict[str, Any],
+        events: Sequence[dict[str, Any]],
     ) -> None:
-        """Insert the operation already finished (one statement, not an insert and an update)."""
-        now = utcnow()
-        self._session.connection().execute(
-            _OPERATION,
-            {
-                "id": operation_id,
-                "kind": kind,
-                "principal": principal,
-                "tenant": tenant,
-                "import_id": import_id,
-                "idempotency_key": key,
-                "request_fingerprint": fingerprint,
-                "status": status,
-                "result": result,
-                "attempts": 1,
-                "created_at": now,
-                "updated_at": now,
-                "version": 1,
-            },
-        )
+        """Insert the operation already finished (not an insert and an update) and its events (each
+        a dict of ``kind``, ``import_id``, ``operation_id``, ``state``, ``detail``).
 
-    def record_events(self, events: Sequence[dict[str, Any]]) -> None:
-        """Append events (each a dict of ``kind``, ``import_id``, ``operation_id``, ``state``,
-        ``detail``); on PostgreSQL other workers are told their ids after the commit (``notify.py``)."""
-        connection = self._session.connection()
+        On PostgreSQL the two inserts are one statement (the operation in a data-modifying CTE): the
+        add path pays one round trip for both. Other workers are told the event ids after the
+        commit (``notify.py``).
+        """
         now = utcnow()
+        operation = {
+            "id": operation_id,
+            "kind": kind,
+            "principal": principal,
+            "tenant": tenant,
+            "import_id": import_id,
+            "idempotency_key": key,
+            "request_fingerprint": fingerprint,
+            "status": status,
+            "result": result,
+            "attempts": 1,
+            "created_at": now,
+            "updated_at": now,
+            "version": 1,
+        }
         rows = [{"created_at": now, **event} for event in events]
+        connection = self._session.connection()
         if connection.dialect.name != "postgresql":
+            connection.execute(_OPERATION, operation)
             connection.execute(_EVENTS_NO_IDS, rows)
             return
-        remember_events(self._session, connection.execute(_EVENTS, rows).scalars())
+        statement = _outcome_statement(len(rows))
+        params = {f"op_{name}": value for name, value in operation.items()}
+        for index, row in enumerate(rows):
+            params |= {f"e{index}_{name}": value for name, value in row.items()}
+        remember_events(self._session, connection.execute(statement, params).scalars())
+
+
+@functools.cache
+def _outcome_statement(events: int) -> Insert:
+    """``WITH new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
+    operation = {name: bindparam(f"op_{name}", type_=_operations.c[name].type) for name in _OPERATION_COLUMNS}
+    new_operation = insert(_operations).values(operation).cte()
+    rows = [
+        {name: bindparam(f"e{i}_{name}", type_=_events.c[name].type) for name in _EVENT_COLUMNS}
+        for i in range(events)
+    ]
+    return insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)
