@@ -56,9 +56,10 @@ async def measure(url: str, address: tuple[str, int], calls: int, rounds: int) -
     store = kit.service.ctx.store
     sql = str(IMPORT_WITH_OPERATIONS.compile(dialect=store.engine.dialect))
     results: dict[str, list[tuple[float, float]]] = {"kit": [], "driver": []}
-    async with store.async_reads(), await psycopg.AsyncConnection.connect(
-        libpq_dsn(store.engine.url), autocommit=True
-    ) as connection:
+    async with (
+        store.async_reads(),
+        await psycopg.AsyncConnection.connect(libpq_dsn(store.engine.url), autocommit=True) as connection,
+    ):
 
         async def kit_read() -> object:
             return await store.import_with_operations_async(digest)
@@ -85,13 +86,17 @@ async def measure(url: str, address: tuple[str, int], calls: int, rounds: int) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, simulator(Path(tmp)) as address, fresh_database(
-        "postgres", Path(tmp)
-    ) as url:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        simulator(Path(tmp)) as address,
+        fresh_database("postgres", Path(tmp)) as url,
+    ):
         summary = asyncio.run(measure(url, address, args.calls, args.rounds))
     for name in ("kit", "driver"):
         figures = summary[name]
