@@ -43,7 +43,7 @@ __all__ = [
 
 _GONE_STATES = ("aborted", "expired")
 ADD = OperationKind.ADD.value
-DELETE_BATCH_BYTES = 4 * 1024 * 1024
+DELETE_BATCH_BYTES = 1024 * 1024
 
 
 def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> None:

@@ -18,6 +18,7 @@ from adapter.store.quota_reads import staged_bytes_of_tenant
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.replay import staged_chunk
 from adapter.store.unit_of_work import UnitOfWork
+from adapter.store.writers import WriterQueue
 
 __all__ = ["Store"]
 
@@ -33,6 +34,7 @@ class Store:
         self._async_reads: tuple[asyncio.AbstractEventLoop, AsyncImportReads] | None = None
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
+        self._writers = WriterQueue() if self.local_reads else None  # SQLite's one write lock, fairly
         self._announcer: EventAnnouncer | None = None
         if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
             self._announcer = install_event_notify(self._session_factory, engine)
@@ -46,7 +48,7 @@ class Store:
             raise ValueError(f"not a usable database URL ({type(exc).__name__})") from exc
 
     def unit_of_work(self) -> UnitOfWork:
-        return UnitOfWork(self._session_factory)
+        return UnitOfWork(self._session_factory, self._writers)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

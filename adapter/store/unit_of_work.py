@@ -25,6 +25,7 @@ from adapter.store.repositories import (
     RetentionRepository,
 )
 from adapter.store.staging import StagingRepository
+from adapter.store.writers import WriterQueue
 
 __all__ = ["UnitOfWork"]
 
@@ -32,11 +33,19 @@ __all__ = ["UnitOfWork"]
 class UnitOfWork:
     session: Session
 
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], writers: WriterQueue | None = None) -> None:
         self._session_factory = session_factory
+        self._writers = writers  # SQLite: wait for this process's earlier writers first (writers.py)
 
     def __enter__(self) -> UnitOfWork:
-        self.session = self._session_factory()
+        if self._writers is not None:
+            self._writers.acquire()
+        try:
+            self.session = self._session_factory()
+        except BaseException:
+            if self._writers is not None:
+                self._writers.release()
+            raise
         self.imports = ImportRepository(self.session)
         self.records = RecordRepository(self.session)
         self.operations = OperationRepository(self.session)
@@ -62,6 +71,9 @@ class UnitOfWork:
             if exc is None:  # nothing else went wrong: the failed close is the error to report
                 self._raise_translated(close_error)
                 raise
+        finally:
+            if self._writers is not None:
+                self._writers.release()
         if exc is not None:
             self._raise_translated(exc)
 
