@@ -109,11 +109,7 @@ def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
     """
     since = ctx.clock() - _watch_window(ctx)
     with ctx.store.unit_of_work() as uow:
-        recent = list(
-            dict.fromkeys(
-                import_id for import_id, _, _ in recently_settled_commits(uow.session, _SETTLED, since, limit)
-            )
-        )
+        recent = recently_settled_commits(uow.session, _SETTLED, since, limit)
         doubted = {
             import_id
             for import_id, error in failed_commits_of(uow.session, recent)

@@ -91,10 +91,10 @@ def failed_commits_of(session: Session, import_ids: list[str]) -> list[tuple[str
 
 def recently_settled_commits(
     session: Session, statuses: tuple[str, ...], since: datetime, limit: int
-) -> list[tuple[str, str, dict[str, Any] | None]]:
-    """(import id, status, error) of commit operations in ``statuses`` changed since ``since``."""
+) -> list[str]:
+    """Import ids of commit operations in ``statuses`` changed since ``since``, newest first, each once."""
     query = (
-        select(OperationRow.import_id, OperationRow.status, OperationRow.error)
+        select(OperationRow.import_id)
         .where(
             OperationRow.kind == "commit",
             OperationRow.status.in_(statuses),
@@ -104,4 +104,4 @@ def recently_settled_commits(
         .order_by(OperationRow.updated_at.desc())
         .limit(limit)
     )
-    return [(str(i), str(s), e) for i, s, e in session.execute(query)]
+    return list(dict.fromkeys(str(import_id) for import_id in session.scalars(query)))

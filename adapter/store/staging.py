@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Insert, Table, bindparam, insert, select, update
+from sqlalchemy import Dialect, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
@@ -245,11 +245,6 @@ def _driver_value(value: Any) -> Any:
 
 @functools.cache
 def _outcome_sql(dialect: Dialect, events: int) -> str:
-    return str(_outcome_statement(events).compile(dialect=dialect))
-
-
-@functools.cache
-def _outcome_statement(events: int) -> Insert:
     """``WITH new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
     operation = {name: bindparam(f"op_{name}", type_=_operations.c[name].type) for name in _OPERATION_COLUMNS}
     new_operation = insert(_operations).values(operation).cte()
@@ -257,4 +252,5 @@ def _outcome_statement(events: int) -> Insert:
         {name: bindparam(f"e{i}_{name}", type_=_events.c[name].type) for name in _EVENT_COLUMNS}
         for i in range(events)
     ]
-    return insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)
+    statement = insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)
+    return str(statement.compile(dialect=dialect))

@@ -201,14 +201,21 @@ async def _legacy_commit_raw(server: Any, handle: str, capabilities: dict[str, A
     return messages
 
 
-async def test_a_legacy_client_that_declared_url_mode_only_is_never_sent_a_form(
-    server: Any, legacy_engine: Any, make_records: Any
-) -> None:
+async def _url_only_commit_answer(server: Any, make_records: Any) -> dict[str, Any]:
+    """The answer to commit_import from a 2025 client that declared URL-mode elicitation only;
+    fails if the server sent that client a form question."""
     async with server.client() as client:
         handle = await server.stage(client, make_records(2))
     messages = await _legacy_commit_raw(server, handle, {"elicitation": {"url": {}}})
     assert not [m for m in messages if m.get("method") == "elicitation/create"], messages
     [answer] = [m for m in messages if m.get("id") == 2]
+    return dict(answer)
+
+
+async def test_a_legacy_client_that_declared_url_mode_only_is_never_sent_a_form(
+    server: Any, legacy_engine: Any, make_records: Any
+) -> None:
+    answer = await _url_only_commit_answer(server, make_records)
     assert answer["result"]["structuredContent"]["status"] == "committed"  # when-supported: not asked
     assert len(legacy_engine.committed_batches()) == 1
 
@@ -217,11 +224,7 @@ async def test_a_legacy_client_that_declared_url_mode_only_is_never_sent_a_form(
 async def test_policy_always_refuses_a_legacy_client_that_declared_url_mode_only(
     server: Any, legacy_engine: Any, make_records: Any
 ) -> None:
-    async with server.client() as client:
-        handle = await server.stage(client, make_records(2))
-    messages = await _legacy_commit_raw(server, handle, {"elicitation": {"url": {}}})
-    assert not [m for m in messages if m.get("method") == "elicitation/create"], messages
-    [answer] = [m for m in messages if m.get("id") == 2]
+    answer = await _url_only_commit_answer(server, make_records)
     assert answer["error"]["code"] == -32021
     assert answer["error"]["data"]["requiredCapabilities"] == {"elicitation": {"form": {}}}
     assert legacy_engine.committed_batches() == []

@@ -93,9 +93,9 @@ def make(settings):
 """
 
 
-def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder(tmp_path: Path) -> None:
-    """``legacy-adapter`` (the console script) finds a port module in the folder it runs in."""
-    python, _ = _installed_venv(tmp_path)
+def _users_folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A user's folder holding their port module and their shop database, and an environment with
+    nothing of ours in it (no PYTHON*, no ADAPTER_*) but the shop's URL."""
     folder = tmp_path / "wrap-shop"
     folder.mkdir()
     (folder / "shop_port.py").write_text(USER_PORT)
@@ -103,6 +103,13 @@ def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder
         db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
     env["SHOP_URL"] = f"sqlite:///{folder / 'shop.db'}"
+    return folder, env
+
+
+def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder(tmp_path: Path) -> None:
+    """``legacy-adapter`` (the console script) finds a port module in the folder it runs in."""
+    python, _ = _installed_venv(tmp_path)
+    folder, env = _users_folder(tmp_path)
     command = python.parent / "legacy-adapter"  # the console script beside the venv's python
 
     checked = _run(
@@ -132,13 +139,8 @@ def _ready(url: str) -> bool:
 async def test_the_installed_command_migrates_and_serves_a_users_port_from_its_folder(tmp_path: Path) -> None:
     """``legacy-adapter migrate`` and ``serve`` with ADAPTER_LEGACY_PORT naming a module in the folder."""
     python, _ = _installed_venv(tmp_path)
-    folder = tmp_path / "wrap-shop"
-    folder.mkdir()
-    (folder / "shop_port.py").write_text(USER_PORT)
-    with sqlite3.connect(folder / "shop.db") as db:
-        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ADAPTER_"))}
-    env.update({"SHOP_URL": f"sqlite:///{folder / 'shop.db'}", "ADAPTER_LEGACY_PORT": "shop_port:make"})
+    folder, env = _users_folder(tmp_path)
+    env["ADAPTER_LEGACY_PORT"] = "shop_port:make"
     env["ADAPTER_SECRET"] = "s" * 40
     command = python.parent / "legacy-adapter"
     extras = "import importlib.metadata as m; print(m.requires('legacy-mcp-adapter'))"

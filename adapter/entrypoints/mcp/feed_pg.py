@@ -46,8 +46,7 @@ async def run_pg_event_feed(
             log.warning("event feed read failed; retrying", exc_info=True)
 
     async with anyio.create_task_group() as tasks:
-        url = service.ctx.store.engine.url.render_as_string(hide_password=False)
-        tasks.start_soon(_listen_forever, libpq_dsn(url), wake_send)
+        tasks.start_soon(_listen_forever, libpq_dsn(service.ctx.store.engine.url), wake_send)
         async with wake_receive:
             while True:
                 with anyio.move_on_after(catch_up_seconds):
