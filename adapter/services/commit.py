@@ -186,7 +186,10 @@ def commit_import(
     reporter = ProgressReporter(options.get("progress"), claim.total, pulse)
     reporter(0)  # the commit has started: 0 of N
     try:
-        outcome = _run(ctx, claim, reporter, options.get("cancel"))  # 2. replay, 3. recovery point and COMMIT
+        with reporter.pulsing():  # a slow legacy system still shows signs of life
+            outcome = _run(
+                ctx, claim, reporter, options.get("cancel")
+            )  # 2. replay, 3. recovery point, COMMIT
     finally:
         reporter.close()  # the last report comes before the result
     if outcome is None:
@@ -530,8 +533,7 @@ def _replay_records(
         following = sent + len(texts)
         pending = _read_ahead().submit(read, last_seq, following) if following < total else None
         try:
-            with progress.in_flight(sent):  # a slow legacy system still shows signs of life
-                add_record_texts(session, texts)
+            add_record_texts(session, texts)
         except BaseException:
             if pending is not None:
                 pending.cancel()  # a read not yet started is not needed any more

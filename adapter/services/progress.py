@@ -1,11 +1,12 @@
 """Progress of a commit that a person can watch.
 
-A commit reports ``0`` of N when it starts, the records handed over after every chunk, and, while
-the legacy system is still working on a chunk, a pulse every ``pulse_seconds``: the same count plus
-a growing fraction below one. The whole part is always the number of records the legacy system
-has taken; the fraction only says "still working". Values strictly increase (a retried replay that
-starts again from 0 stays silent until it passes what was already reported), and nothing is
-reported once the reporter is closed, so the last report comes before the result.
+A commit reports ``0`` of N when it starts, the records handed over after every chunk, and, for
+as long as it runs without a new count (opening the legacy session, a slow chunk, the COMMIT), a
+pulse every ``pulse_seconds``: the same count plus a growing fraction below one. The whole part is
+always the number of records the legacy system has taken; the fraction only says "still working".
+Values strictly increase (a retried replay that starts again from 0 stays silent until it passes
+what was already reported), and nothing is reported once the reporter is closed, so the last
+report comes before the result.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ProgressReporter:
         self._total = total
         self._pulse_seconds = pulse_seconds
         self._last = -1.0
+        self._beats = 0  # pulses since the last whole count
         self._closed = False
         self._lock = threading.Lock()
 
@@ -40,6 +42,8 @@ class ProgressReporter:
         with self._lock:
             if self._callback is None or self._closed or value <= self._last:
                 return
+            if value == int(value):
+                self._beats = 0
             self._last = value
             try:
                 self._callback(value, self._total)
@@ -47,24 +51,24 @@ class ProgressReporter:
                 log.debug("progress callback failed", exc_info=True)
 
     @contextlib.contextmanager
-    def in_flight(self, sent: int) -> Iterator[None]:
-        """While a chunk after ``sent`` records is with the legacy system, pulse below ``sent + 1``."""
+    def pulsing(self) -> Iterator[None]:
+        """While the block runs, pulse between the whole counts, so a person never waits long for a
+        sign of life: before the first chunk, during a slow one and while COMMIT is out."""
         if self._callback is None:
             yield
             return
-        beats = 0
-
-        def pulse() -> bool:
-            nonlocal beats
-            beats += 1
-            self(sent + beats / (beats + 1))  # stays below sent + 1, so a late pulse is never shown
-            return True
-
-        pulses = every(self._pulse_seconds, pulse)  # on the process's ticker: no thread per chunk
+        pulses = every(self._pulse_seconds, self._pulse)  # on the process's ticker: no thread per commit
         try:
             yield
         finally:
             pulses.cancel()
+
+    def _pulse(self) -> bool:
+        with self._lock:
+            self._beats += 1
+            whole, beats = max(int(self._last), 0), self._beats
+        self(whole + beats / (beats + 1))  # stays below whole + 1, so a late pulse is never shown
+        return True
 
     def close(self) -> None:
         """No report after this: the result is about to be returned."""

@@ -1,8 +1,8 @@
 """Repeating background work without a thread per piece of work.
 
-A commit renews its lease every third of the lease (``leases.Heartbeat``) and, while the legacy
-system works on a chunk, pulses its progress (``progress.ProgressReporter.in_flight``). A thread of
-its own for each (one per commit, one per chunk) cost a thread start and a join on every commit and
+A commit renews its lease every third of the lease (``leases.Heartbeat``) and, while it runs,
+pulses its progress (``progress.ProgressReporter.pulsing``). A thread of its own for each (one per
+commit, once one per chunk) cost a thread start and a join on every commit and
 every chunk, which under load is time the commit waits for the GIL. Here one scheduler thread per
 process keeps the deadlines, and a small pool runs what is due: a piece of work never overlaps
 itself (its next run is scheduled when the last one ended, as with ``Event.wait`` in a loop) and a
