@@ -1,9 +1,11 @@
 """Progress of a commit that a person can watch.
 
 A commit reports ``0`` of N when it starts, the records handed over after every chunk, and, for
-as long as it runs without a new count (opening the legacy session, a slow chunk, the COMMIT), a
-pulse every ``pulse_seconds``: the same count plus a growing fraction below one. The whole part is
-always the number of records the legacy system has taken; the fraction only says "still working".
+as long as it runs without a new count (opening the legacy session, a slow chunk), a pulse every
+``pulse_seconds``: the same count plus a growing fraction below one. The whole part is always the
+number of records the legacy system has taken; the fraction only says "still working". Once all N
+are handed over there is no pulse: a value above N would read as more than done, so "N of N"
+stands while the COMMIT is out.
 Values strictly increase (a retried replay that starts again from 0 stays silent until it passes
 what was already reported), and nothing is reported once the reporter is closed, so the last
 report comes before the result.
@@ -67,6 +69,8 @@ class ProgressReporter:
         with self._lock:
             self._beats += 1
             whole, beats = max(int(self._last), 0), self._beats
+        if whole >= self._total:
+            return True  # every record is handed over: nothing above N of N (the module doc)
         self(whole + beats / (beats + 1))  # stays below whole + 1, so a late pulse is never shown
         return True
 
