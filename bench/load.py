@@ -303,7 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in order if r % 2 == 0 else list(reversed(order)):
                     collected[name].append(run_config(name, workdir, legacy, args))
     results = {name: merge(runs) for name, runs in collected.items()}
-    naive, x1, x2 = (results[n]["imports_per_s"] if n in results else None for n in ("naive", "kit_x1", "kit_x2"))
+    naive, x1, x2 = (
+        results[n]["imports_per_s"] if n in results else None for n in ("naive", "kit_x1", "kit_x2")
+    )
     summary = {
         "bench": "load",
         "clients": args.clients,

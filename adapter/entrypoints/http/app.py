@@ -24,6 +24,7 @@ from adapter.bootstrap import Kit
 from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.background import run_maintenance_loop
+from adapter.entrypoints.http.answers import answer_per_request
 from adapter.entrypoints.http.guard import EraGuard
 from adapter.entrypoints.http.limits import BodyLimit, HostOriginGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
@@ -74,7 +75,7 @@ def create_app(
         }
     mcp_app = gateway.server.streamable_http_app(
         streamable_http_path="/mcp",
-        json_response=False,  # SSE responses, so progress and cancellation work
+        json_response=False,  # SSE where a call reports progress or asks the user (see below)
         # Affects only the legacy (2025) era: a session per initialize, held by this worker, so the
         # client's answers to elicitation and its notifications/cancelled reach the request they
         # belong to. Several workers need sticky routing by Mcp-Session-Id (docs/operations.md); an
@@ -84,6 +85,8 @@ def create_app(
         transport_security=transport_security(settings),
         **auth_kwargs,  # type: ignore[arg-type]
     )
+    # 2025-era sessions answer in plain JSON whatever cannot need the stream (answers.py).
+    answer_per_request(gateway.server.session_manager, gateway.streamed_tools)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

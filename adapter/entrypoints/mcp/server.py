@@ -153,6 +153,9 @@ class McpGateway:
                 build_tools(service.ctx.default_ttl_seconds), service.ctx.targets, settings.tool_prefix
             )
         }
+        # The tools that may ask the client something mid-call: a 2025-era call of one answers
+        # over SSE (adapter/entrypoints/http/answers.py).
+        self.streamed_tools = frozenset(name for name, tool in self.tools.items() if tool.may_ask_user)
         self._confirm = ConfirmPolicy(
             settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
         )

@@ -60,6 +60,8 @@ class Tool:
     output_model: type[BaseModel]
     annotations: ToolAnnotations
     run: ToolFn
+    may_ask_user: bool = False
+    """It may send the client a request mid-call (elicitation): a 2025-era call answers over SSE."""
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -434,6 +436,7 @@ def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
             s.CommitImportOut,
             _hints(read_only=False, destructive=True, idempotent=True),
             commit_import,
+            may_ask_user=True,
         ),
         Tool(
             "abort_import",
