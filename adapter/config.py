@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
     protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
     legacy_session_idle_seconds: PositiveFloat = 1800.0
+    # OpenTelemetry SERVER spans per MCP message (the SDK's middleware). Unset: on when a tracer
+    # provider is configured at start-up (opentelemetry-instrument, or set in code before
+    # create_app), off otherwise, since without one every span is dropped and only costs CPU.
+    otel_spans: bool | None = None
 
     @field_validator(
         "allowed_origins", "allowed_hosts", "dashboard_allowed_origins", "protocol_eras", mode="before"

@@ -62,8 +62,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(command: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[str]:
-    """A server child process; yields its /mcp URL once it accepts HTTP, stops it (its group) after."""
+def running(command: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[tuple[str, int]]:
+    """A server child process; yields its /mcp URL and its process group once it accepts HTTP, and
+    stops the group after."""
     process = subprocess.Popen(
         command,
         cwd=log.parent,
@@ -86,7 +87,7 @@ def running(command: list[str], env: dict[str, str], port: int, log: Path) -> It
                     raise RuntimeError(f"server did not start: {log.read_text()[-1500:]}") from None
                 time.sleep(0.2)
         time.sleep(1.0 if "--workers" in command else 0.2)  # let every worker come up
-        yield base + "/mcp"
+        yield base + "/mcp", process.pid  # its own session: the group id is its pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, 15)
@@ -103,6 +104,7 @@ class Tally:
     imports: int = 0
     errors: int = 0
     first_error: str | None = None
+    cpu: dict[str, float] | None = None  # CPU seconds per role inside the window
 
     def error(self, what: str) -> None:
         self.errors += 1
@@ -161,6 +163,39 @@ class Window:
         return started >= self.opens and finished <= self.end
 
 
+ROLES = ("server", "postgres", "simulator", "clients")
+
+
+def cpu_by_role(server_group: int | None) -> dict[str, float] | None:
+    """CPU seconds used so far by each role (Linux ``/proc``; None elsewhere): the server's
+    process group, every PostgreSQL backend, the simulator and this process (the clients)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    used = dict.fromkeys(ROLES, 0.0)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # the process ended while we looked
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        if int(entry.name) == os.getpid():
+            used["clients"] += seconds
+        elif server_group is not None and int(fields[2]) == server_group:
+            used["server"] += seconds
+        elif comm == "postgres":
+            used["postgres"] += seconds
+        elif b"legacy_sim" in command:
+            used["simulator"] += seconds
+    return used
+
+
 async def client_loop(url: str, window: Window, args: argparse.Namespace, tally: Tally, n: int) -> None:
     records = [[{"client": n, "add": a, "i": i} for i in range(args.batch)] for a in range(args.adds)]
 
@@ -186,12 +221,25 @@ async def client_loop(url: str, window: Window, args: argparse.Namespace, tally:
                 tally.error(f"{type(exc).__name__}: {exc}")
 
 
-async def drive(url: str, args: argparse.Namespace) -> Tally:
-    """Every client loops from now on; the first ``--warmup`` seconds fill the pipeline and do not count."""
+async def drive(url: str, args: argparse.Namespace, server_group: int | None = None) -> Tally:
+    """Every client loops from now on; the first ``--warmup`` seconds fill the pipeline and do not count.
+
+    The CPU each role used inside the window is sampled at its two ends (``Tally.cpu``)."""
     tally = Tally()
     now = time.monotonic()
     window = Window(opens=now + args.warmup, end=now + args.warmup + args.seconds)
-    await asyncio.gather(*(client_loop(url, window, args, tally, n) for n in range(args.clients)))
+
+    async def sample_cpu() -> None:
+        await asyncio.sleep(window.opens - time.monotonic())
+        first = cpu_by_role(server_group)
+        await asyncio.sleep(window.end - time.monotonic())
+        last = cpu_by_role(server_group)
+        if first is not None and last is not None:
+            tally.cpu = {role: last[role] - first[role] for role in ROLES}
+
+    await asyncio.gather(
+        sample_cpu(), *(client_loop(url, window, args, tally, n) for n in range(args.clients))
+    )
     return tally
 
 
@@ -203,7 +251,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str, Any]:
+    cpu = tally.cpu or {}
     return {
+        "cores": {role: round(used / seconds, 3) for role, used in cpu.items()},
+        "cpu_ms_per_import": {
+            role: round(1000 * used / tally.imports, 2) if tally.imports else None
+            for role, used in cpu.items()
+        },
         "imports_per_s": tally.imports / seconds,
         "records_per_s": tally.imports * args.adds * args.batch / seconds,
         "imports": tally.imports,
@@ -220,8 +274,8 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
     }
 
 
-def measure(name: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    tally = asyncio.run(drive(url, args))
+def measure(name: str, url: str, args: argparse.Namespace, server_group: int | None = None) -> dict[str, Any]:
+    tally = asyncio.run(drive(url, args, server_group))
     result = figures(tally, args.seconds, args)
     print(f"  {name}: {result['imports_per_s']:.1f} imports/s, errors {result['errors']}", file=sys.stderr)
     return result
@@ -258,18 +312,26 @@ def run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) 
             "--legacy",
             legacy,
         ]
-        with running(command, dict(os.environ), port, log) as url:
-            return measure(name, url, args)
+        with running(command, dict(os.environ), port, log) as (url, group):
+            return measure(name, url, args, group)
     workers = 2 if name == "kit_x2" else 1
     with fresh_database("postgres", workdir, args.postgres_url) as database_url:
         command = [sys.executable, "-m", "adapter", "serve", "--port", str(port), "--workers", str(workers)]
-        with running(command, kit_env(database_url, legacy, args.clients, workers), port, log) as url:
-            return measure(name, url, args)
+        with running(command, kit_env(database_url, legacy, args.clients, workers), port, log) as (
+            url,
+            group,
+        ):
+            return measure(name, url, args, group)
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rounds of one configuration: imports/s averaged, errors summed, latencies from the first."""
+    """Rounds of one configuration: imports/s and CPU averaged, errors summed, latencies from the first."""
     merged = dict(results[0])
+    for key in ("cores", "cpu_ms_per_import"):
+        values = [r[key] for r in results if r[key] and None not in r[key].values()]
+        merged[key] = (
+            {role: round(statistics.mean(v[role] for v in values), 3) for role in ROLES} if values else {}
+        )
     merged["imports_per_s"] = statistics.mean(r["imports_per_s"] for r in results)
     merged["records_per_s"] = statistics.mean(r["records_per_s"] for r in results)
     merged["errors"] = sum(r["errors"] for r in results)
@@ -344,6 +406,13 @@ def print_table(s: dict[str, Any]) -> None:
         print(row)
         if r["first_error"]:
             print(f"  first error: {r['first_error']}")
+        if r["cores"]:
+            per_import = r["cpu_ms_per_import"]
+            print(
+                "  CPU in the window, cores (ms per import): "
+                + ", ".join(f"{role} {r['cores'][role]:.2f} ({per_import[role]})" for role in r["cores"])
+                + f"; all {sum(r['cores'].values()):.2f} of {s['cpus']}"
+            )
     x1, x2 = (f"{v:.2f}x" if v is not None else "n/a" for v in (s["kit_x1_vs_naive"], s["kit_x2_vs_kit_x1"]))
     print(f"kit x1 / naive: {x1} (target >= 0.7x); kit x2 / kit x1: {x2} (target >= 1.3x)")
 

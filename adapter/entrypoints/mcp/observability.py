@@ -1,4 +1,4 @@
-"""Request middleware: one structured log line per request.
+"""Request middleware: one structured log line per request; whether the SDK's spans run.
 
 The log line carries the request id, method, tool, a hash of the handle (never the handle itself),
 the outcome and the duration. It never carries tokens, arguments, record contents or elicitation
@@ -19,10 +19,19 @@ from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
+from opentelemetry import trace
 
-__all__ = ["OnRequest", "RequestLog", "hash_handle"]
+__all__ = ["OnRequest", "RequestLog", "hash_handle", "spans_wanted"]
 
 log = logging.getLogger("adapter.requests")
+
+
+def spans_wanted(setting: bool | None) -> bool:
+    """``ADAPTER_OTEL_SPANS``, or when unset: whether a tracer provider is configured now (the API's
+    proxy provider means none is, and every span would be dropped)."""
+    if setting is not None:
+        return setting
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def hash_handle(handle: object) -> str | None:

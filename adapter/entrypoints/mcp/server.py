@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from mcp.server import CacheHint, Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
@@ -59,7 +60,7 @@ from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.eras import EraGate, era_of
 from adapter.entrypoints.mcp.identity import Unauthenticated, current_principal
 from adapter.entrypoints.mcp.legacy import LegacySubscriptions, connection_of
-from adapter.entrypoints.mcp.observability import OnRequest, RequestLog
+from adapter.entrypoints.mcp.observability import OnRequest, RequestLog, spans_wanted
 from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
 from adapter.services import ImportService
 from adapter.services.listing import ImportChange
@@ -188,6 +189,11 @@ class McpGateway:
             get_tool_input_schema=self._tool_input_schema,
         )
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
+        if not spans_wanted(self.settings.otel_spans):
+            # The SDK's documented opt-out: drop its span middleware from the list.
+            server.middleware[:] = [
+                m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)
+            ]
         server.middleware.append(RequestLog(on_request=self._on_request))
         server.middleware.append(EraGate(self.settings.protocol_eras))
         server.middleware.append(self._track_legacy)
