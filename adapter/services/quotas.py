@@ -23,7 +23,6 @@ from typing import Protocol
 
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
-from adapter.domain.states import OperationKind
 from adapter.services.context import ServiceContext
 from adapter.store.quota_reads import (
     delete_staged_range,
@@ -42,7 +41,6 @@ __all__ = [
 ]
 
 _GONE_STATES = ("aborted", "expired")
-ADD = OperationKind.ADD.value
 DELETE_BATCH_BYTES = 1024 * 1024
 
 
@@ -82,16 +80,12 @@ def check_add(ctx: ServiceContext, uow: UnitOfWork, row: Holding, records: int, 
         )
 
 
-def check_tenant_bytes(ctx: ServiceContext, principal: Principal, size: int, replay_key: str | None) -> None:
-    """Checked in a short read of its own before the add's transaction, so the sum over the tenant's
-    imports does not lengthen the transaction that claims the import row. A replay of an add that
-    was already accepted (its idempotency key is recorded) is never refused."""
+def check_tenant_bytes(ctx: ServiceContext, held: int, size: int) -> None:
+    """``held`` (what the tenant's open and committing imports hold) is read by the statement that
+    holds the import row, inside the add's transaction: no read of its own before it. The add looks
+    its idempotency key up first, so a replay of an add that was accepted is never refused."""
     limit = ctx.quotas.max_staged_bytes_per_tenant
-    over = ctx.store.staged_bytes_of_tenant(principal.tenant) + size > limit  # outside any transaction
-    if over and replay_key is not None:
-        with ctx.store.unit_of_work() as uow:
-            over = uow.operations.by_key(principal.tenant, principal.subject, ADD, replay_key) is None
-    if over:
+    if held + size > limit:
         raise QuotaExceeded(
             f"the tenant's uncommitted imports would hold more than {limit} bytes",
             "max_staged_bytes_per_tenant",

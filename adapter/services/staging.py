@@ -49,7 +49,6 @@ def add_records(
     """Stage ``records`` after those already staged; raises the refusals listed in the module doc."""
     key = validate_key(idempotency_key)
     batch = encode_batch(records, ctx.limits)
-    check_tenant_bytes(ctx, principal, batch.size, key)
     count = len(batch.texts)
     request = fingerprint(
         "add", {"handle": ctx.codec.digest(handle), "records": batch.content_digest, "n": count}
@@ -63,6 +62,7 @@ def add_records(
             row = _usable_import(ctx, uow, principal, handle)
             ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
             check_add(ctx, uow, row, count, batch.size)
+            check_tenant_bytes(ctx, row.tenant_bytes, batch.size)  # after the key: a replay is never refused
             first_seq = row.record_count + 1
             record_count = row.record_count + count
             uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
@@ -99,7 +99,7 @@ def add_records(
 
 def _usable_import(ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str) -> AddTarget:
     """The caller's open import, held for the change: the same refusals as ``find_usable_import``."""
-    row = require_owner(principal, uow.staging.import_for_add(handle_digest(handle)))
+    row = require_owner(principal, uow.staging.import_for_add(handle_digest(handle), principal.tenant))
     state = ImportState(row.state)
     if state is ImportState.EXPIRED or (state is ImportState.OPEN and ctx.clock() >= row.expires_at):
         raise HandleExpired()

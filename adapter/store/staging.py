@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Table, bindparam, insert, select, update
+from sqlalchemy import Dialect, Table, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.notify import remember_events
+from adapter.store.quota_reads import HOLDING_STATES
 from adapter.store.tables import EventRow, ImportRow, OperationRow, utcnow
 
 __all__ = ["AddTarget", "KeyedOperation", "StagingRepository"]
@@ -30,7 +31,16 @@ _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
 _events = cast(Table, EventRow.__table__)
 
-_IMPORT = select(
+# What the tenant's open and committing imports hold (for its quota), read in the add's own
+# statement: no second checkout or round trip. An alias, so it is not correlated with the outer row.
+_held = _imports.alias("held")
+_TENANT_BYTES = (
+    select(func.coalesce(func.sum(_held.c.staged_bytes), 0))
+    .where(_held.c.tenant == bindparam("of_tenant"), _held.c.state.in_(HOLDING_STATES))
+    .scalar_subquery()
+    .label("tenant_bytes")
+)
+_ADD_COLUMNS = (
     _imports.c.id,
     _imports.c.principal,
     _imports.c.tenant,
@@ -40,8 +50,10 @@ _IMPORT = select(
     _imports.c.staged_bytes,
     _imports.c.expires_at,
     _imports.c.version,
-).where(_imports.c.handle_digest == bindparam("digest"))
-_IMPORT_LOCKED = _IMPORT.with_for_update()
+    _TENANT_BYTES,
+)
+_IMPORT = select(*_ADD_COLUMNS).where(_imports.c.handle_digest == bindparam("digest"))
+_IMPORT_LOCKED = _IMPORT.with_for_update(of=_imports)
 
 _CLAIM = (
     update(_imports)
@@ -88,7 +100,8 @@ _PG_STAGE = "COPY staged_records (import_id, seq, data) FROM STDIN"
 
 @dataclass(frozen=True, slots=True)
 class AddTarget:
-    """What the add path reads of an import (the columns its rules need, no ORM identity)."""
+    """What the add path reads of an import (the columns its rules need, no ORM identity), and what
+    the caller's tenant holds in all (``tenant_bytes``, for its quota)."""
 
     id: str
     principal: str
@@ -99,6 +112,7 @@ class AddTarget:
     staged_bytes: int
     expires_at: datetime
     version: int
+    tenant_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +131,14 @@ class StagingRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def import_for_add(self, handle_digest: str) -> AddTarget | None:
+    def import_for_add(self, handle_digest: str, tenant: str) -> AddTarget | None:
         """The import with this digest, its row held until the transaction ends (``FOR UPDATE`` on
-        PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises writers)."""
+        PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises writers), with what ``tenant``'s
+        imports hold in all (read by the same statement: no read of its own before the add)."""
         connection = self._session.connection()
         postgres = connection.dialect.name == "postgresql"
-        row = connection.execute(_IMPORT_LOCKED if postgres else _IMPORT, {"digest": handle_digest}).first()
+        params = {"digest": handle_digest, "of_tenant": tenant}
+        row = connection.execute(_IMPORT_LOCKED if postgres else _IMPORT, params).first()
         if row is None:
             return None
         return AddTarget(
@@ -135,6 +151,7 @@ class StagingRepository:
             row.staged_bytes or 0,
             row.expires_at,
             row.version,
+            int(row.tenant_bytes),
         )
 
     def operation_by_key(self, tenant: str, principal: str, kind: str, key: str) -> KeyedOperation | None:
