@@ -59,7 +59,7 @@ def add_records(
             earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, ADD, key)
             if earlier:  # a repeat of an add that was accepted: answered from the record
                 return recorded_outcome(earlier, request)
-            row = _usable_import(ctx, uow, principal, handle)
+            row = _usable_import(ctx, uow, principal, handle, count, batch.size)
             ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
             check_add(ctx, uow, row, count, batch.size)
             check_tenant_bytes(ctx, row.tenant_bytes, batch.size)  # after the key: a replay is never refused
@@ -97,9 +97,15 @@ def add_records(
     )
 
 
-def _usable_import(ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str) -> AddTarget:
-    """The caller's open import, held for the change: the same refusals as ``find_usable_import``."""
-    row = require_owner(principal, uow.staging.import_for_add(handle_digest(handle), principal.tenant))
+def _usable_import(
+    ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str, records: int, size: int
+) -> AddTarget:
+    """The caller's open import, held for the change: the same refusals as ``find_usable_import``.
+
+    On PostgreSQL the store has already moved its counters by ``records`` and ``size`` (one statement
+    instead of a locking read and an update); every refusal raised here or later rolls that back."""
+    found = uow.staging.hold_for_add(handle_digest(handle), principal.tenant, records, size)
+    row = require_owner(principal, found)
     state = ImportState(row.state)
     if state is ImportState.EXPIRED or (state is ImportState.OPEN and ctx.clock() >= row.expires_at):
         raise HandleExpired()

@@ -5,7 +5,9 @@ each time. Through the ORM its fixed cost (an operation inserted then updated, t
 flushed and version-checked, two event objects, three flushes) was about 3 ms of CPU per call before
 a single record was written, and the ORM's bulk insert added about 2 us per record. Here every
 statement is built once; the records go to the driver directly (``executemany`` on SQLite, one COPY
-buffer on PostgreSQL). The rules stay in ``adapter/services/staging.py``; this module only writes.
+buffer on PostgreSQL). On PostgreSQL an add is three statements: one ``UPDATE ... RETURNING`` finds,
+locks and moves the import's counters and sums what its tenant holds, then the COPY, then the
+operation with its events. The rules stay in ``adapter/services/staging.py``; this module only writes.
 """
 
 from __future__ import annotations
@@ -53,7 +55,20 @@ _ADD_COLUMNS = (
     _TENANT_BYTES,
 )
 _IMPORT = select(*_ADD_COLUMNS).where(_imports.c.handle_digest == bindparam("digest"))
-_IMPORT_LOCKED = _IMPORT.with_for_update(of=_imports)
+
+# PostgreSQL: the statement that finds (and locks) the import also moves its counters. RETURNING
+# gives the values after the change, and the tenant's sum as of the statement's snapshot (before it).
+_CLAIM_BY_DIGEST = (
+    update(_imports)
+    .where(_imports.c.handle_digest == bindparam("digest"))
+    .values(
+        record_count=_imports.c.record_count + bindparam("records"),
+        staged_bytes=func.coalesce(_imports.c.staged_bytes, 0) + bindparam("size"),
+        version=_imports.c.version + 1,
+        updated_at=bindparam("now"),
+    )
+    .returning(*_ADD_COLUMNS)
+)
 
 _CLAIM = (
     update(_imports)
@@ -100,8 +115,9 @@ _PG_STAGE = "COPY staged_records (import_id, seq, data) FROM STDIN"
 
 @dataclass(frozen=True, slots=True)
 class AddTarget:
-    """What the add path reads of an import (the columns its rules need, no ORM identity), and what
-    the caller's tenant holds in all (``tenant_bytes``, for its quota)."""
+    """What the add path reads of an import (the columns its rules need, no ORM identity) as it was
+    before this add, and what the caller's tenant holds in all (``tenant_bytes``, for its quota).
+    ``claimed``: the counters were already moved for this add (PostgreSQL, see ``hold_for_add``)."""
 
     id: str
     principal: str
@@ -113,6 +129,7 @@ class AddTarget:
     expires_at: datetime
     version: int
     tenant_bytes: int
+    claimed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +148,37 @@ class StagingRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def import_for_add(self, handle_digest: str, tenant: str) -> AddTarget | None:
-        """The import with this digest, its row held until the transaction ends (``FOR UPDATE`` on
-        PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises writers), with what ``tenant``'s
-        imports hold in all (read by the same statement: no read of its own before the add)."""
+    def hold_for_add(self, handle_digest: str, tenant: str, records: int, size: int) -> AddTarget | None:
+        """The import with this digest, its row held until the transaction ends, as it was before an
+        add of ``records`` records of ``size`` bytes, with what ``tenant``'s imports hold in all.
+
+        On PostgreSQL one ``UPDATE ... RETURNING`` finds, locks and moves the counters at once,
+        instead of a ``SELECT ... FOR UPDATE`` and a version-checked ``UPDATE``: the caller's rules
+        run after it, and a refusal rolls the transaction back, so it changes nothing. On SQLite
+        (``BEGIN IMMEDIATE`` already serialises writers) it is a read, and :meth:`claim` moves the
+        counters once the rules have passed.
+        """
         connection = self._session.connection()
-        postgres = connection.dialect.name == "postgresql"
-        params = {"digest": handle_digest, "of_tenant": tenant}
-        row = connection.execute(_IMPORT_LOCKED if postgres else _IMPORT, params).first()
+        params: dict[str, Any] = {"digest": handle_digest, "of_tenant": tenant}
+        if connection.dialect.name == "postgresql":
+            params |= {"records": records, "size": size, "now": utcnow()}
+            row = connection.execute(_CLAIM_BY_DIGEST, params).first()
+            if row is None:
+                return None
+            return AddTarget(
+                row.id,
+                row.principal,
+                row.tenant,
+                row.target,
+                row.state,
+                row.record_count - records,
+                row.staged_bytes - size,
+                row.expires_at,
+                row.version - 1,
+                int(row.tenant_bytes),
+                True,
+            )
+        row = connection.execute(_IMPORT, params).first()
         if row is None:
             return None
         return AddTarget(
@@ -152,6 +192,7 @@ class StagingRepository:
             row.expires_at,
             row.version,
             int(row.tenant_bytes),
+            False,
         )
 
     def operation_by_key(self, tenant: str, principal: str, kind: str, key: str) -> KeyedOperation | None:
@@ -165,7 +206,10 @@ class StagingRepository:
         return KeyedOperation(row.id, row.import_id, row.request_fingerprint, row.result)
 
     def claim(self, row: AddTarget, record_count: int, staged_bytes: int) -> None:
-        """Move the import's counters, if nobody changed it since it was read (its version)."""
+        """Move the import's counters, if nobody changed it since it was read (its version); nothing
+        to do when :meth:`hold_for_add` already moved them."""
+        if row.claimed:
+            return
         result = self._session.connection().execute(
             _CLAIM,
             {
