@@ -21,13 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.services.context import ServiceContext
 from adapter.store.quota_reads import (
     delete_staged_range,
     imports_with_leftover_records,
-    open_imports_of,
 )
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -44,9 +42,11 @@ _GONE_STATES = ("aborted", "expired")
 DELETE_BATCH_BYTES = 1024 * 1024
 
 
-def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> None:
+def check_begin(ctx: ServiceContext, open_before: int) -> None:
+    """``open_before``: the principal's open, unexpired imports other than the one being opened
+    (counted by the statement that inserts it; this refusal rolls that insert back)."""
     limit = ctx.quotas.max_open_imports_per_principal
-    if open_imports_of(uow.session, principal.tenant, principal.subject, ctx.clock()) >= limit:
+    if open_before >= limit:
         raise QuotaExceeded(
             f"this principal already has {limit} open imports; commit or abort one first",
             "max_open_imports_per_principal",

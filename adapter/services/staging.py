@@ -31,7 +31,7 @@ from adapter.services.quotas import check_add, check_tenant_bytes
 from adapter.store.staging import AddTarget
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records"]
+__all__ = ["add_records", "event_row"]
 
 ADD = OperationKind.ADD.value
 OPEN = ImportState.OPEN.value
@@ -81,8 +81,8 @@ def add_records(
                 status=SUCCEEDED,
                 result=result,
                 events=[
-                    _event(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
-                    _event(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
+                    event_row(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
+                    event_row(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
                 ],
             )
             uow.commit()
@@ -114,9 +114,10 @@ def _usable_import(
     return row
 
 
-def _event(
+def event_row(
     kind: EventKind, import_id: str, operation_id: str, state: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
+    """One event for ``StagingRepository.record_outcome`` (written with the operation that made it)."""
     return {
         "kind": kind.value,
         "import_id": import_id,

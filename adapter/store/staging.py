@@ -1,4 +1,4 @@
-"""The add path's SQL: prebuilt Core statements instead of ORM objects.
+"""The SQL of the add path (and of begin): prebuilt Core statements instead of ORM objects.
 
 ``add_records`` is the call a host makes most after the status poll, with up to a thousand records
 each time. Through the ORM its fixed cost (an operation inserted then updated, the import loaded,
@@ -7,7 +7,9 @@ a single record was written, and the ORM's bulk insert added about 2 us per reco
 statement is built once; the records go to the driver directly (``executemany`` on SQLite, one COPY
 buffer on PostgreSQL). On PostgreSQL an add is three statements: one ``UPDATE ... RETURNING`` finds,
 locks and moves the import's counters and sums what its tenant holds, then the COPY, then the
-operation with its events. The rules stay in ``adapter/services/staging.py``; this module only writes.
+operation with its events. Begin is the import's INSERT (counting the principal's open imports on
+PostgreSQL) and that same operation-and-events statement. The rules stay in the services
+(``staging.py``, ``imports.py``); this module only reads and writes.
 """
 
 from __future__ import annotations
@@ -89,6 +91,36 @@ _BY_KEY = select(
     _operations.c.kind == bindparam("kind"),
     _operations.c.idempotency_key == bindparam("key"),
 )
+
+# begin: how many open, unexpired imports the principal has (its quota), read by the statement that
+# inserts the new one on PostgreSQL (RETURNING sees the snapshot before the insert), alone on SQLite.
+_mine = _imports.alias("mine")
+_OPEN_IMPORTS = (
+    select(func.count())
+    .select_from(_mine)
+    .where(
+        _mine.c.tenant == bindparam("of_tenant"),
+        _mine.c.principal == bindparam("of_principal"),
+        _mine.c.state == bindparam("open_state"),
+        _mine.c.expires_at > bindparam("now"),
+    )
+)
+_NEW_IMPORT_COLUMNS = (
+    "id",
+    "handle_digest",
+    "principal",
+    "tenant",
+    "target",
+    "state",
+    "record_count",
+    "staged_bytes",
+    "expires_at",
+    "created_at",
+    "updated_at",
+    "version",
+)
+_NEW_IMPORT = insert(_imports).values({name: bindparam(name) for name in _NEW_IMPORT_COLUMNS})
+_NEW_IMPORT_COUNTED = _NEW_IMPORT.returning(_OPEN_IMPORTS.scalar_subquery().label("open_before"))
 
 _OPERATION = insert(_operations)
 _EVENTS_NO_IDS = insert(_events)
@@ -194,6 +226,45 @@ class StagingRepository:
             int(row.tenant_bytes),
             False,
         )
+
+    def open_import(
+        self,
+        *,
+        import_id: str,
+        handle_digest: str,
+        principal: str,
+        tenant: str,
+        target: str,
+        state: str,
+        expires_at: datetime,
+        now: datetime,
+    ) -> int:
+        """Insert a new import in ``state``; returns how many imports in ``state`` unexpired at ``now``
+        the principal had before it (for its quota: the caller checks it after, and a refusal rolls
+        the insert back). One ``INSERT ... RETURNING`` on PostgreSQL; a count, then the insert, on
+        SQLite (whose RETURNING would count the new row too)."""
+        created = utcnow()
+        row = {
+            "id": import_id,
+            "handle_digest": handle_digest,
+            "principal": principal,
+            "tenant": tenant,
+            "target": target,
+            "state": state,
+            "record_count": 0,
+            "staged_bytes": 0,
+            "expires_at": expires_at,
+            "created_at": created,
+            "updated_at": created,
+            "version": 1,
+        }
+        count = {"of_tenant": tenant, "of_principal": principal, "open_state": state, "now": now}
+        connection = self._session.connection()
+        if connection.dialect.name == "postgresql":
+            return int(connection.execute(_NEW_IMPORT_COUNTED, row | count).scalar_one())
+        before = int(connection.execute(_OPEN_IMPORTS, count).scalar_one())
+        connection.execute(_NEW_IMPORT, row)
+        return before
 
     def operation_by_key(self, tenant: str, principal: str, kind: str, key: str) -> KeyedOperation | None:
         row = (
