@@ -18,7 +18,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Dialect, Table, bindparam, func, insert, select, update
@@ -371,7 +371,11 @@ class StagingRepository:
 
 
 def _driver_value(value: Any) -> Any:
-    """A bind value as the driver takes it: JSON columns (dicts) as their text."""
+    """A bind value as the driver takes it: JSON columns (dicts) as their text, times as naive UTC
+    (what ``UTCDateTime`` stores). An aware time would reach PostgreSQL as ``timestamptz`` and be
+    cast to ``timestamp`` in the session's time zone, shifted wherever that is not UTC."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None)
     return json.dumps(value) if isinstance(value, dict) else value
 
 

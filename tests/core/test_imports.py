@@ -98,6 +98,29 @@ def test_begin_stores_its_import_operation_and_events_together_or_not_at_all(
         assert uow.operations.by_key(alice.tenant, alice.subject, "begin", "b-2") is None
 
 
+def test_begin_and_add_store_utc_times_whatever_the_sessions_time_zone(
+    ctx: ServiceContext, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their operations and events are written as driver SQL (one statement each): an aware time
+    bound there must not be cast to ``timestamp`` in the session's time zone."""
+    if ctx.store.engine.dialect.name != "postgresql":
+        pytest.skip("only a PostgreSQL session has a time zone")
+    monkeypatch.setenv("PGTZ", "Asia/Tokyo")  # libpq: every new session starts at UTC+9
+    ctx.store.engine.dispose()
+    service = ImportService(ctx)
+    before = utcnow() - timedelta(seconds=5)
+    opened = service.begin(alice, "customers")
+    service.add(alice, opened.handle, [{"n": 1}])
+    after = utcnow() + timedelta(seconds=5)
+    with ctx.store.unit_of_work() as uow:
+        operations = uow.operations.for_import(opened.import_id)
+        events = [event for op in operations for event in uow.events.for_operation(op.id)]
+        times = [op.created_at for op in operations] + [op.updated_at for op in operations]
+        times += [event.created_at for event in events]
+    assert [op.kind for op in operations] == ["begin", "add"] and len(events) == 4
+    assert all(before <= time <= after for time in times), times
+
+
 def test_the_same_key_is_independent_per_principal(
     service: ImportService, alice: Principal, bob: Principal
 ) -> None:
