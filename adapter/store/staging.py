@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Table, bindparam, func, insert, select, update
+from sqlalchemy import Dialect, Table, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
@@ -38,9 +38,10 @@ _events = cast(Table, EventRow.__table__)
 # What the tenant's open and committing imports hold (for its quota), read in the add's own
 # statement: no second checkout or round trip. An alias, so it is not correlated with the outer row.
 _held = _imports.alias("held")
+_HOLDING = or_(*(_held.c.state == state for state in HOLDING_STATES))  # not IN: no list to expand per call
 _TENANT_BYTES = (
     select(func.coalesce(func.sum(_held.c.staged_bytes), 0))
-    .where(_held.c.tenant == bindparam("of_tenant"), _held.c.state.in_(HOLDING_STATES))
+    .where(_held.c.tenant == bindparam("of_tenant"), _HOLDING)
     .scalar_subquery()
     .label("tenant_bytes")
 )
