@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import ClauseElement, Connection, Dialect, Table, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.notify import remember_events
@@ -195,20 +196,21 @@ class StagingRepository:
         params: dict[str, Any] = {"digest": handle_digest, "of_tenant": tenant}
         if connection.dialect.name == "postgresql":
             params |= {"records": records, "size": size, "now": utcnow()}
-            row = connection.execute(_CLAIM_BY_DIGEST, params).first()
-            if row is None:
+            found = _on_driver(connection, _CLAIM_BY_DIGEST, params)
+            if not found:
                 return None
+            id_, principal, row_tenant, target, state, count, staged, expires_at, version, held = found[0]
             return AddTarget(
-                row.id,
-                row.principal,
-                row.tenant,
-                row.target,
-                row.state,
-                row.record_count - records,
-                row.staged_bytes - size,
-                row.expires_at,
-                row.version - 1,
-                int(row.tenant_bytes),
+                id_,
+                principal,
+                row_tenant,
+                target,
+                state,
+                count - records,
+                staged - size,
+                expires_at.replace(tzinfo=UTC),  # as UTCDateTime hands it out
+                version - 1,
+                int(held),
                 True,
             )
         row = connection.execute(_IMPORT, params).first()
@@ -262,7 +264,7 @@ class StagingRepository:
         count = {"of_tenant": tenant, "of_principal": principal, "open_state": state, "now": now}
         connection = self._session.connection()
         if connection.dialect.name == "postgresql":
-            return int(connection.execute(_NEW_IMPORT_COUNTED, row | count).scalar_one())
+            return int(_on_driver(connection, _NEW_IMPORT_COUNTED, row | count)[0][0])
         before = int(connection.execute(_OPEN_IMPORTS, count).scalar_one())
         connection.execute(_NEW_IMPORT, row)
         return before
@@ -363,12 +365,35 @@ class StagingRepository:
             connection.execute(_EVENTS_NO_IDS, rows)
             return
         # SQLAlchemy cannot cache a statement with a data-modifying CTE (it would compile it on every
-        # call, ~0.5 ms): it is compiled once and run as driver SQL, its JSON columns encoded here.
+        # call, ~0.5 ms): it is compiled once and run on the driver's cursor, its values encoded here.
         params = {f"op_{name}": _driver_value(value) for name, value in operation.items()}
         for index, row in enumerate(rows):
             params |= {f"e{index}_{name}": _driver_value(value) for name, value in row.items()}
-        ids = connection.exec_driver_sql(_outcome_sql(connection.dialect, len(rows)), params).scalars()
-        remember_events(self._session, ids)
+        ids = _driver_rows(connection, _outcome_sql(connection.dialect, len(rows)), params)
+        remember_events(self._session, [row[0] for row in ids])
+
+
+def _on_driver(connection: Connection, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
+    """Run a prebuilt statement on the DB-API cursor, in the session's transaction: no SQLAlchemy
+    execution context or result processing, about 40 us of CPU less a statement on the hot path.
+    Values go as the driver takes them (``_driver_value``); rows come back raw (naive times)."""
+    sql, constants = _for_driver(statement, connection.dialect)
+    return _driver_rows(connection, sql, constants | {name: _driver_value(v) for name, v in params.items()})
+
+
+def _driver_rows(connection: Connection, sql: str, values: dict[str, Any]) -> list[Any]:
+    with connection.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.execute(sql, values)
+        return list(cursor.fetchall())
+
+
+@functools.cache
+def _for_driver(statement: ClauseElement, dialect: Dialect) -> tuple[str, dict[str, Any]]:
+    """``statement`` compiled once for ``dialect``: its SQL, and the values of the constants that
+    SQLAlchemy binds as parameters too (the ``0`` of a ``coalesce``, the states compared with)."""
+    compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
+    constants = {name: bind.value for bind, name in compiled.bind_names.items() if not bind.required}
+    return str(compiled), constants
 
 
 def _driver_value(value: Any) -> Any:
