@@ -1,7 +1,9 @@
-"""Run a one-transaction operation at most once per idempotency key.
+"""At most one effect per idempotency key: the rules begin, add and commit share.
 
 ``(tenant, principal, kind, key)`` is unique in the store. The operation row, the effect and the result are
-written in one transaction, so either all of them exist or none. A second call with the same key:
+written in one transaction (begin and add: ``StagingRepository.record_outcome``), so either all of them
+exist or none. Begin and add look their key up first and answer a repeat with :func:`recorded_outcome`
+(commit, in its claim). A second call with the same key:
 
 * and the same request fingerprint gets the stored result, marked as a replay;
 * and a different fingerprint gets ``idempotency_key_reused``;
@@ -22,11 +24,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from adapter.domain.errors import IdempotencyKeyReused, InvalidRequest, StoreConflict
 from adapter.domain.identity import Principal, new_id
-from adapter.domain.states import OperationState, transition_operation
-from adapter.domain.vocabulary import EventKind
-from adapter.services.context import ServiceContext
+from adapter.domain.states import OperationState
 from adapter.store.tables import OperationRow
-from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -35,7 +34,6 @@ __all__ = [
     "new_operation",
     "recorded_outcome",
     "retry_on_conflict",
-    "run_once",
     "validate_key",
 ]
 
@@ -118,40 +116,3 @@ def recorded_outcome(earlier: RecordedOperation, fingerprint: str) -> Outcome:
     the repeat asks for something else."""
     check_fingerprint(earlier, fingerprint)
     return Outcome(earlier.id, earlier.import_id, dict(earlier.result or {}), True)
-
-
-def run_once(
-    ctx: ServiceContext,
-    principal: Principal,
-    kind: str,
-    key: str | None,
-    fingerprint: str,
-    perform: Callable[[UnitOfWork, OperationRow], dict[str, Any]],
-) -> Outcome:
-    """Run ``perform`` in one transaction together with its operation row, at most once per key.
-
-    ``perform`` applies the effect, may set ``operation.import_id``, and returns the result to store.
-    Business errors it raises roll everything back, so nothing is recorded and a retry may succeed.
-    """
-
-    def attempt() -> Outcome:
-        with ctx.store.unit_of_work() as uow:
-            by_key = uow.operations.by_key
-            if key is not None and (earlier := by_key(principal.tenant, principal.subject, kind, key)):
-                return recorded_outcome(earlier, fingerprint)
-            operation = new_operation(principal, kind, key, fingerprint, status=OperationState.IN_PROGRESS)
-            uow.operations.add(operation)
-            result = perform(uow, operation)
-            transition_operation(operation, OperationState.SUCCEEDED)
-            operation.result = result
-            uow.events.record(
-                EventKind.OPERATION_SUCCEEDED,
-                import_id=operation.import_id,
-                operation_id=operation.id,
-                state=OperationState.SUCCEEDED.value,
-                detail={"kind": kind},
-            )
-            uow.commit()
-            return Outcome(operation.id, operation.import_id, result, False)
-
-    return retry_on_conflict(attempt)

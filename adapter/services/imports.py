@@ -13,20 +13,22 @@ from typing import Any
 from adapter.domain.confirmation import valid_target
 from adapter.domain.errors import InvalidRequest
 from adapter.domain.identity import Principal, fingerprint, new_id
-from adapter.domain.states import ImportState, OperationKind
+from adapter.domain.states import ImportState, OperationKind, OperationState
 from adapter.domain.text import require_storable
 from adapter.domain.views import BeginResult, ImportView, OperationSummary
 from adapter.domain.vocabulary import EventKind
 from adapter.services.access import effective_state, handle_digest, require_owner
 from adapter.services.context import ServiceContext
-from adapter.services.idempotency import run_once, validate_key
+from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import check_begin
-from adapter.services.staging import add_records
+from adapter.services.staging import add_records, event_row
 from adapter.store.reads import ImportWithOperations
-from adapter.store.tables import ImportRow, OperationRow
-from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["add_records", "begin_import", "import_status", "import_status_async"]
+
+BEGIN = OperationKind.BEGIN.value
+OPEN = ImportState.OPEN.value
+SUCCEEDED = OperationState.SUCCEEDED.value
 
 
 def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
@@ -58,41 +60,58 @@ def begin_import(
     idempotency_key: str | None = None,
     ttl_seconds: int | None = None,
 ) -> BeginResult:
-    """Open an import and return its handle: opaque, bound to the caller, valid for ``ttl_seconds``."""
+    """Open an import and return its handle: opaque, bound to the caller, valid for ``ttl_seconds``.
+
+    Like an add, on prebuilt statements (``store/staging.py``): the import is inserted, then the
+    operation already finished with its events, in one transaction (on PostgreSQL two statements,
+    the principal's open imports counted by the first)."""
     key = validate_key(idempotency_key)
     ttl = _validate_begin(ctx, target, ttl_seconds)
     ctx.targets.require(target)  # an unknown target is refused before anything is stored
     request = fingerprint("begin", {"target": target, "ttl": ttl})
 
-    def perform(uow: UnitOfWork, operation: OperationRow) -> dict[str, Any]:
-        check_begin(ctx, uow, principal)
-        import_id = new_id()
-        expires_at = ctx.clock() + timedelta(seconds=ttl)
-        handle = ctx.codec.handle_for(import_id)
-        uow.imports.add(
-            ImportRow(
-                id=import_id,
-                handle_digest=ctx.codec.digest(handle),
+    def attempt() -> Outcome:
+        with ctx.store.unit_of_work() as uow:
+            earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, BEGIN, key)
+            if earlier:  # a repeat of a begin that was accepted: answered from the record
+                return recorded_outcome(earlier, request)
+            import_id = new_id()
+            now = ctx.clock()
+            expires_at = now + timedelta(seconds=ttl)
+            open_before = uow.staging.open_import(
+                import_id=import_id,
+                handle_digest=ctx.codec.digest(ctx.codec.handle_for(import_id)),
                 principal=principal.subject,
                 tenant=principal.tenant,
                 target=target,
-                state=ImportState.OPEN.value,
-                record_count=0,
+                state=OPEN,
                 expires_at=expires_at,
+                now=now,
             )
-        )
-        uow.flush()
-        operation.import_id = import_id
-        uow.events.record(
-            EventKind.IMPORT_OPENED,
-            import_id=import_id,
-            operation_id=operation.id,
-            state=ImportState.OPEN.value,
-            detail={"ttl_seconds": ttl},
-        )
-        return {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
+            check_begin(ctx, open_before)  # a refusal rolls the insert back
+            operation_id = new_id()
+            result = {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
+            uow.staging.record_outcome(
+                operation_id=operation_id,
+                kind=BEGIN,
+                principal=principal.subject,
+                tenant=principal.tenant,
+                import_id=import_id,
+                key=key,
+                fingerprint=request,
+                status=SUCCEEDED,
+                result=result,
+                events=[
+                    event_row(EventKind.IMPORT_OPENED, import_id, operation_id, OPEN, {"ttl_seconds": ttl}),
+                    event_row(
+                        EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": BEGIN}
+                    ),
+                ],
+            )
+            uow.commit()
+            return Outcome(operation_id, import_id, result, False)
 
-    outcome = run_once(ctx, principal, OperationKind.BEGIN.value, key, request, perform)
+    outcome = retry_on_conflict(attempt)
     return BeginResult(
         handle=ctx.codec.handle_for(outcome.result["import_id"]),
         import_id=outcome.result["import_id"],

@@ -21,14 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
-from adapter.domain.states import OperationKind
 from adapter.services.context import ServiceContext
 from adapter.store.quota_reads import (
     delete_staged_range,
     imports_with_leftover_records,
-    open_imports_of,
 )
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -42,13 +39,14 @@ __all__ = [
 ]
 
 _GONE_STATES = ("aborted", "expired")
-ADD = OperationKind.ADD.value
 DELETE_BATCH_BYTES = 1024 * 1024
 
 
-def check_begin(ctx: ServiceContext, uow: UnitOfWork, principal: Principal) -> None:
+def check_begin(ctx: ServiceContext, open_before: int) -> None:
+    """``open_before``: the principal's open, unexpired imports other than the one being opened
+    (counted by the statement that inserts it; this refusal rolls that insert back)."""
     limit = ctx.quotas.max_open_imports_per_principal
-    if open_imports_of(uow.session, principal.tenant, principal.subject, ctx.clock()) >= limit:
+    if open_before >= limit:
         raise QuotaExceeded(
             f"this principal already has {limit} open imports; commit or abort one first",
             "max_open_imports_per_principal",
@@ -82,16 +80,12 @@ def check_add(ctx: ServiceContext, uow: UnitOfWork, row: Holding, records: int, 
         )
 
 
-def check_tenant_bytes(ctx: ServiceContext, principal: Principal, size: int, replay_key: str | None) -> None:
-    """Checked in a short read of its own before the add's transaction, so the sum over the tenant's
-    imports does not lengthen the transaction that claims the import row. A replay of an add that
-    was already accepted (its idempotency key is recorded) is never refused."""
+def check_tenant_bytes(ctx: ServiceContext, held: int, size: int) -> None:
+    """``held`` (what the tenant's open and committing imports hold) is read by the statement that
+    holds the import row, inside the add's transaction: no read of its own before it. The add looks
+    its idempotency key up first, so a replay of an add that was accepted is never refused."""
     limit = ctx.quotas.max_staged_bytes_per_tenant
-    over = ctx.store.staged_bytes_of_tenant(principal.tenant) + size > limit  # outside any transaction
-    if over and replay_key is not None:
-        with ctx.store.unit_of_work() as uow:
-            over = uow.operations.by_key(principal.tenant, principal.subject, ADD, replay_key) is None
-    if over:
+    if held + size > limit:
         raise QuotaExceeded(
             f"the tenant's uncommitted imports would hold more than {limit} bytes",
             "max_staged_bytes_per_tenant",

@@ -31,7 +31,7 @@ from adapter.services.quotas import check_add, check_tenant_bytes
 from adapter.store.staging import AddTarget
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records"]
+__all__ = ["add_records", "event_row"]
 
 ADD = OperationKind.ADD.value
 OPEN = ImportState.OPEN.value
@@ -49,7 +49,6 @@ def add_records(
     """Stage ``records`` after those already staged; raises the refusals listed in the module doc."""
     key = validate_key(idempotency_key)
     batch = encode_batch(records, ctx.limits)
-    check_tenant_bytes(ctx, principal, batch.size, key)
     count = len(batch.texts)
     request = fingerprint(
         "add", {"handle": ctx.codec.digest(handle), "records": batch.content_digest, "n": count}
@@ -60,9 +59,10 @@ def add_records(
             earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, ADD, key)
             if earlier:  # a repeat of an add that was accepted: answered from the record
                 return recorded_outcome(earlier, request)
-            row = _usable_import(ctx, uow, principal, handle)
+            row = _usable_import(ctx, uow, principal, handle, count, batch.size)
             ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
             check_add(ctx, uow, row, count, batch.size)
+            check_tenant_bytes(ctx, row.tenant_bytes, batch.size)  # after the key: a replay is never refused
             first_seq = row.record_count + 1
             record_count = row.record_count + count
             uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
@@ -81,8 +81,8 @@ def add_records(
                 status=SUCCEEDED,
                 result=result,
                 events=[
-                    _event(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
-                    _event(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
+                    event_row(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
+                    event_row(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
                 ],
             )
             uow.commit()
@@ -97,9 +97,15 @@ def add_records(
     )
 
 
-def _usable_import(ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str) -> AddTarget:
-    """The caller's open import, held for the change: the same refusals as ``find_usable_import``."""
-    row = require_owner(principal, uow.staging.import_for_add(handle_digest(handle)))
+def _usable_import(
+    ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str, records: int, size: int
+) -> AddTarget:
+    """The caller's open import, held for the change: the same refusals as ``find_usable_import``.
+
+    On PostgreSQL the store has already moved its counters by ``records`` and ``size`` (one statement
+    instead of a locking read and an update); every refusal raised here or later rolls that back."""
+    found = uow.staging.hold_for_add(handle_digest(handle), principal.tenant, records, size)
+    row = require_owner(principal, found)
     state = ImportState(row.state)
     if state is ImportState.EXPIRED or (state is ImportState.OPEN and ctx.clock() >= row.expires_at):
         raise HandleExpired()
@@ -108,9 +114,10 @@ def _usable_import(ctx: ServiceContext, uow: UnitOfWork, principal: Principal, h
     return row
 
 
-def _event(
+def event_row(
     kind: EventKind, import_id: str, operation_id: str, state: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
+    """One event for ``StagingRepository.record_outcome`` (written with the operation that made it)."""
     return {
         "kind": kind.value,
         "import_id": import_id,

@@ -14,7 +14,6 @@ from sqlalchemy.exc import ArgumentError
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
-from adapter.store.quota_reads import staged_bytes_of_tenant
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.replay import staged_chunk
 from adapter.store.unit_of_work import UnitOfWork
@@ -66,11 +65,6 @@ class Store:
         except Exception as exc:
             raise_translated(exc, self.engine.dialect.dbapi)
             raise
-
-    def staged_bytes_of_tenant(self, tenant: str) -> int:
-        """What the tenant's open and committing imports hold (checked before every add)."""
-        with self.read() as connection:
-            return staged_bytes_of_tenant(connection, tenant)
 
     def staged_chunk(self, import_id: str, after_seq: int, size: int) -> tuple[int, list[str]]:
         """The commit's replay read (``replay.py``): the next ``size`` staged records of the import

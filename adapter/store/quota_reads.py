@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, exists, func, select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
@@ -15,37 +15,12 @@ __all__ = [
     "event_details",
     "failed_commits_of",
     "imports_with_leftover_records",
-    "open_imports_of",
     "recently_settled_commits",
-    "staged_bytes_of_tenant",
 ]
 
-# Imports whose staged records still count against the tenant: not yet committed or given up.
+# Imports whose staged records still count against the tenant: not yet committed or given up (the
+# add path sums them in its own statement, ``staging.py``).
 HOLDING_STATES = ("open", "committing")
-
-
-def open_imports_of(session: Session, tenant: str, principal: str, now: datetime) -> int:
-    query = (
-        select(func.count())
-        .select_from(ImportRow)
-        .where(
-            ImportRow.tenant == tenant,
-            ImportRow.principal == principal,
-            ImportRow.state == "open",
-            ImportRow.expires_at > now,
-        )
-    )
-    return int(session.scalar(query) or 0)
-
-
-_STAGED_BYTES_OF_TENANT = select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
-    ImportRow.tenant == bindparam("tenant"), ImportRow.state.in_(HOLDING_STATES)
-)
-
-
-def staged_bytes_of_tenant(connection: Session | Connection, tenant: str) -> int:
-    """What the tenant's imports hold; one prebuilt statement (it runs before every add)."""
-    return int(connection.scalar(_STAGED_BYTES_OF_TENANT, {"tenant": tenant}) or 0)
 
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:

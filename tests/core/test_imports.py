@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 
@@ -18,8 +19,9 @@ from adapter.domain.errors import (
     OperationNotFound,
 )
 from adapter.domain.identity import HandleCodec, Principal
+from adapter.domain.quotas import QuotaExceeded
 from adapter.services import ImportService, ServiceContext
-from adapter.store.tables import ImportRow
+from adapter.store.tables import ImportRow, utcnow
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
 
@@ -65,6 +67,58 @@ def test_begin_replayed_with_same_key_returns_the_same_handle(
     assert again.replayed and not first.replayed
     with pytest.raises(IdempotencyKeyReused):
         service.begin(alice, "suppliers", idempotency_key="b1")
+
+
+def test_begin_stores_its_import_operation_and_events_together_or_not_at_all(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
+    opened = service.begin(alice, "customers", idempotency_key="b-1")
+    with ctx.store.unit_of_work() as uow:
+        [operation] = uow.operations.for_import(opened.import_id)
+        events = [(e.kind, e.state, e.detail) for e in uow.events.for_operation(operation.id)]
+        imported = uow.imports.get(opened.import_id)
+        assert imported is not None
+        assert (imported.state, imported.record_count, imported.staged_bytes) == ("open", 0, 0)
+    assert (operation.kind, operation.status, operation.idempotency_key) == ("begin", "succeeded", "b-1")
+    assert operation.result == {
+        "import_id": opened.import_id,
+        "target": "customers",
+        "expires_at": opened.expires_at.isoformat(),
+    }
+    assert events == [
+        ("import.opened", "open", {"ttl_seconds": ctx.default_ttl_seconds}),
+        ("operation.succeeded", "succeeded", {"kind": "begin"}),
+    ]
+
+    ctx.quotas = dataclasses.replace(ctx.quotas, max_open_imports_per_principal=1)
+    with pytest.raises(QuotaExceeded):  # refused after the import's INSERT: it is rolled back
+        ImportService(ctx).begin(alice, "customers", idempotency_key="b-2")
+    with ctx.store.unit_of_work() as uow:
+        assert len(uow.imports.page({"principal": alice.subject}, as_of=utcnow(), before=None, limit=9)) == 1
+        assert uow.operations.by_key(alice.tenant, alice.subject, "begin", "b-2") is None
+
+
+def test_begin_and_add_store_utc_times_whatever_the_sessions_time_zone(
+    ctx: ServiceContext, alice: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their operations and events are written as driver SQL (one statement each): an aware time
+    bound there must not be cast to ``timestamp`` in the session's time zone."""
+    if ctx.store.engine.dialect.name != "postgresql":
+        pytest.skip("only a PostgreSQL session has a time zone")
+    monkeypatch.setenv("PGTZ", "Asia/Tokyo")  # libpq: every new session starts at UTC+9
+    ctx.store.engine.dispose()
+    service = ImportService(ctx)
+    before = utcnow() - timedelta(seconds=5)
+    opened = service.begin(alice, "customers")
+    service.add(alice, opened.handle, [{"n": 1}])
+    after = utcnow() + timedelta(seconds=5)
+    with ctx.store.unit_of_work() as uow:
+        operations = uow.operations.for_import(opened.import_id)
+        events = [event for op in operations for event in uow.events.for_operation(op.id)]
+        times = [op.created_at for op in operations] + [op.updated_at for op in operations]
+        times += [event.created_at for event in events]
+    assert [op.kind for op in operations] == ["begin", "add"] and len(events) == 4
+    assert all(before <= time <= after for time in times), times
 
 
 def test_the_same_key_is_independent_per_principal(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select
 
+from adapter.domain.errors import IdempotencyKeyReused
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.services import ImportService, ServiceContext
@@ -245,3 +246,48 @@ def test_a_replayed_add_is_never_refused_by_a_quota(ctx: ServiceContext, alice: 
     assert again.replayed and again.record_count == first.record_count == 1
     with pytest.raises(QuotaExceeded):
         service.add(alice, handle, [{"blob": "x" * 1500}], idempotency_key="add-2")
+
+
+def test_the_tenant_quota_is_read_in_the_adds_own_transaction(
+    ctx: ServiceContext, alice: Principal, bob: Principal
+) -> None:
+    """One connection checkout per add (no read of its own before it). The import's own bytes count
+    once (the sum is as of before this add), and a refused add leaves no bytes behind."""
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    mine = service.begin(alice, "a").handle
+    checkouts: list[object] = []
+
+    def checkout(*args: object) -> None:
+        checkouts.append(args)
+
+    event.listen(ctx.store.engine, "checkout", checkout)
+    try:
+        service.add(alice, mine, [{"blob": "x" * 880}])  # 891 bytes
+    finally:
+        event.remove(ctx.store.engine, "checkout", checkout)
+    assert len(checkouts) == 1
+    service.add(alice, mine, [{"blob": "x" * 880}])  # 1782 of 2000: not counted twice
+    theirs = service.begin(bob, "b").handle  # same tenant (acme)
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_STAGED_BYTES_PER_TENANT=2000"):
+        service.add(bob, theirs, [{"blob": "x" * 300}])  # 2093
+    assert service.status(bob, theirs).record_count == 0
+    assert service.add(bob, theirs, [{"blob": "x" * 207}]).record_count == 1  # exactly 2000
+    with pytest.raises(QuotaExceeded):
+        service.add(alice, mine, [{"n": 1}])
+
+
+def test_a_replay_is_answered_while_the_tenant_is_over_quota(
+    ctx: ServiceContext, alice: Principal, bob: Principal
+) -> None:
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    mine = service.begin(alice, "a").handle
+    first = service.add(alice, mine, [{"blob": "x" * 900}], idempotency_key="add-1")
+    theirs = service.begin(bob, "b").handle  # same tenant: now 1800 of 2000
+    service.add(bob, theirs, [{"blob": "x" * 900}])
+    again = service.add(alice, mine, [{"blob": "x" * 900}], idempotency_key="add-1")
+    assert again.replayed and again.record_count == first.record_count == 1
+    with pytest.raises(IdempotencyKeyReused):  # not quota_exceeded: the key answers first
+        service.add(alice, mine, [{"blob": "y" * 900}], idempotency_key="add-1")
+    with pytest.raises(QuotaExceeded):
+        service.add(alice, mine, [{"blob": "x" * 900}], idempotency_key="add-2")
+    assert service.status(alice, mine).record_count == 1
