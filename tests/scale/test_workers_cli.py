@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -88,3 +90,100 @@ def test_two_workers_serve_one_port_each_with_its_own_id(postgres_schema_url: st
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def _established_on(pid: int, port: int) -> int:
+    """How many ESTABLISHED TCP connections to local ``port`` the process ``pid`` holds (Linux)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01" and fields[9] in inodes:  # 01: ESTABLISHED
+                count += 1
+    return count
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-worker sockets are Linux only")
+def test_connections_opened_at_once_are_spread_over_both_workers(
+    postgres_schema_url: str, tmp_path: Path
+) -> None:
+    """With one shared socket the first worker to wake took all 32 and kept them (keep-alive)."""
+    upgrade(postgres_schema_url)
+    port = 20000 + secrets.randbelow(20000)
+    process = serve(
+        tmp_path,
+        port,
+        ADAPTER_SECRET=SECRET,
+        ADAPTER_DATABASE_URL=postgres_schema_url,
+        ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
+    )
+    try:
+        pids = _ready_worker_pids(process, 2)
+
+        async def connect_all() -> dict[int, int]:
+            clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") for _ in range(32)]
+            try:
+                answers = await asyncio.gather(*(client.get("/healthz") for client in clients))
+                assert all(answer.status_code == 200 for answer in answers)
+                return {pid: _established_on(pid, port) for pid in pids}  # the clients are still open
+            finally:
+                await asyncio.gather(*(client.aclose() for client in clients))
+
+        held = asyncio.run(connect_all())
+        assert sum(held.values()) == 32, held
+        assert all(count >= 4 for count in held.values()), (
+            held
+        )  # hashing: fewer than 4 of 32 is a 1 in 400,000 chance
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor's restart is Linux only")
+def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(
+    postgres_schema_url: str, tmp_path: Path
+) -> None:
+    upgrade(postgres_schema_url)
+    port = 20000 + secrets.randbelow(20000)
+    process = serve(
+        tmp_path,
+        port,
+        ADAPTER_SECRET=SECRET,
+        ADAPTER_DATABASE_URL=postgres_schema_url,
+        ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
+    )
+    try:
+        first, second = _ready_worker_pids(process, 2)
+        os.kill(first, signal.SIGKILL)
+        [replacement] = _ready_worker_pids(process, 1)
+        assert replacement not in (first, second)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        process.send_signal(signal.SIGTERM)  # the supervisor alone: it stops its workers
+        assert process.wait(timeout=60) == 0
+        for pid in (second, replacement):
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _ready_worker_pids(process: subprocess.Popen[str], count: int) -> list[int]:
+    """The pids of the next ``count`` workers that say they are ready."""
+    deadline = time.monotonic() + 90
+    pids: list[int] = []
+    while time.monotonic() < deadline and len(pids) < count:
+        line = process.stdout.readline() if process.stdout else ""
+        if not line and process.poll() is not None:
+            pytest.fail("the supervisor exited")
+        if line.startswith("adapter: worker ") and "ready" in line:
+            pids.append(int(line.split("(pid ")[1].split(")")[0]))
+    assert len(pids) == count
+    return pids
