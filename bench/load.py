@@ -86,9 +86,9 @@ def running(command: list[str], env: dict[str, str], port: int, log: Path) -> It
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"server did not start: {log.read_text()[-1500:]}") from None
                 time.sleep(0.2)
-        if "--workers" in command:  # every worker must serve before the clients connect (keep-alive
+        workers = int(command[command.index("--workers") + 1]) if "--workers" in command else 1
+        if workers > 1:  # every worker must serve before the clients connect (keep-alive
             # connections stay with the worker that accepted them)
-            workers = int(command[command.index("--workers") + 1])
             while log.read_text().count(" ready") < workers:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"workers did not start: {log.read_text()[-1500:]}")
