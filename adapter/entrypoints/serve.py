@@ -6,6 +6,7 @@ only MCP messages.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import sys
@@ -79,7 +80,11 @@ def serve_stdio(settings: Settings) -> int:
             stdio_server() as (read, write),
             anyio.create_task_group() as tasks,
         ):
-            tasks.start_soon(run_event_feed, kit.service, gateway.publish_changes)
+            tasks.start_soon(
+                functools.partial(
+                    run_event_feed, kit.service, gateway.publish_changes, listening=gateway.has_audience
+                )
+            )
             tasks.start_soon(run_maintenance_loop, kit.service, settings)
             # The first request fixes the era; a 2026-07-28 request after initialize gets -32022.
             forward, inbound = anyio.create_memory_object_stream[SessionMessage | Exception]()

@@ -6,6 +6,7 @@ bound to the principal and to this list.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapter.domain.identity import Principal
@@ -80,22 +81,38 @@ class ChangeFollower:
         """Handles of the imports with events not reported before, oldest first, each once."""
         return [change.handle for change in self.poll_changes()]
 
-    def poll_changes(self) -> list[ImportChange]:
-        """The imports with events not reported before, oldest first, each once, with list owners."""
+    def poll_changes(self, listening: Callable[[], bool] | None = None) -> list[ImportChange]:
+        """The imports with events not reported before, oldest first, each once, with list owners.
+
+        ``listening`` says whether anyone could be told (a listen stream, a 2025-era session). While
+        nobody is, the follower only moves past what is new, reading event ids alone: loading every
+        event and its import for nobody was 7% of a busy worker's Python time. It asks again after
+        that read, and reads fully if someone arrived meanwhile: what it skips was committed before
+        anyone listened, and a new listener starts from now.
+        """
+        if listening is not None and not listening():
+            with self._ctx.store.unit_of_work() as uow:
+                ids = uow.events.ids_new_or_missing(self._high, sorted(self._missing), self._batch)
+            if not listening():
+                self._advance(set(ids))
+                return []
         with self._ctx.store.unit_of_work() as uow:
             events = uow.events.new_or_missing(self._high, sorted(self._missing), self._batch)
             owners = _list_owners(uow, [e for e in events if e.kind in LIST_EVENTS])
-        seen = {event.id for event in events}
-        top = max((event_id for event_id in seen if event_id > self._high), default=self._high)
-        floor = max(self._high, top - self._overlap)  # ids further back than the window are given up
-        gaps = {i for i in range(floor + 1, top) if i not in seen}
-        self._missing = {i for i in (self._missing - seen) | gaps if i > top - self._overlap}
-        self._high = top
+        self._advance({event.id for event in events})
         import_ids = dict.fromkeys(event.import_id for event in events if event.import_id is not None)
         return [
             ImportChange(self._ctx.codec.handle_for(import_id), owners.get(import_id))
             for import_id in import_ids
         ]
+
+    def _advance(self, seen: set[int]) -> None:
+        """Move past the ``seen`` event ids; remember the lower ids not seen yet (``overlap`` deep)."""
+        top = max((event_id for event_id in seen if event_id > self._high), default=self._high)
+        floor = max(self._high, top - self._overlap)  # ids further back than the window are given up
+        gaps = {i for i in range(floor + 1, top) if i not in seen}
+        self._missing = {i for i in (self._missing - seen) | gaps if i > top - self._overlap}
+        self._high = top
 
 
 def _list_owners(uow: UnitOfWork, events: list[EventRow]) -> dict[str, Principal]:

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, delete, exists, func, insert, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, delete, exists, func, insert, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
@@ -260,6 +260,11 @@ class CompensationRepository(_Repository):
         ).one_or_none()
 
 
+def _new_or_missing(after_id: int, missing: Sequence[int]) -> ColumnElement[bool]:
+    newer = EventRow.id > after_id
+    return or_(newer, EventRow.id.in_(missing)) if missing else newer
+
+
 class EventRepository(_Repository):
     def record(
         self,
@@ -290,9 +295,13 @@ class EventRepository(_Repository):
         How the change feed follows the table without re-reading what it has seen: ``missing`` are the
         ids below ``after_id`` it has not seen yet (a transaction still running, or rolled back).
         """
-        newer = EventRow.id > after_id
-        where = or_(newer, EventRow.id.in_(missing)) if missing else newer
-        return list(self._session.scalars(select(EventRow).where(where).order_by(EventRow.id).limit(limit)))
+        query = select(EventRow).where(_new_or_missing(after_id, missing))
+        return list(self._session.scalars(query.order_by(EventRow.id).limit(limit)))
+
+    def ids_new_or_missing(self, after_id: int, missing: Sequence[int], limit: int) -> list[int]:
+        """The ids :meth:`new_or_missing` would return, without loading the events."""
+        query = select(EventRow.id).where(_new_or_missing(after_id, missing))
+        return list(self._session.scalars(query.order_by(EventRow.id).limit(limit)))
 
     def after(self, last_id: int, limit: int = 500) -> list[EventRow]:
         """Events newer than ``last_id``, oldest first: how subscribers follow changes."""

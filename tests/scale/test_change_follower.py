@@ -54,3 +54,46 @@ def test_a_follower_with_a_small_batch_catches_up_over_several_reads(
         reported += follower.poll()
     assert sorted(set(reported)) == sorted(handles)
     assert follower.poll() == []
+
+
+def test_while_nobody_listens_changes_are_passed_over_and_a_new_listener_starts_from_now(
+    service: ImportService, alice: Principal
+) -> None:
+    follower = service.follow_changes()
+    before = service.begin(alice, "t").handle
+    service.add(alice, before, [{"n": 1}])
+    assert follower.poll_changes(lambda: False) == []
+    after = service.begin(alice, "t").handle
+    assert [change.handle for change in follower.poll_changes(lambda: True)] == [after]
+
+
+def test_a_listener_arriving_during_the_read_gets_the_full_read(
+    service: ImportService, alice: Principal
+) -> None:
+    follower = service.follow_changes()
+    handle = service.begin(alice, "t").handle
+    answers = iter([False, True])  # nobody before the read, someone right after it
+    assert [change.handle for change in follower.poll_changes(lambda: next(answers))] == [handle]
+    assert follower.poll_changes(lambda: True) == []
+
+
+@pytest.mark.skipif(
+    not os.environ.get("ADAPTER_TEST_POSTGRES_URL"), reason="ADAPTER_TEST_POSTGRES_URL not set"
+)
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_an_event_still_uncommitted_when_nobody_listened_is_reported_once_it_commits(
+    service: ImportService, alice: Principal
+) -> None:
+    late = service.begin(alice, "late").handle
+    late_id = service.status(alice, late).import_id
+    follower = service.follow_changes()
+    store = service.ctx.store
+    with store.unit_of_work() as slow:
+        slow.events.record("import.test", import_id=late_id)
+        slow.flush()  # its id is taken now, below the ids of the next changes
+        quick = service.begin(alice, "quick").handle
+        assert follower.poll_changes(lambda: False) == []  # passes over the quick one, remembers the gap
+        slow.commit()
+    assert [change.handle for change in follower.poll_changes(lambda: True)] == [late]
+    assert quick != late

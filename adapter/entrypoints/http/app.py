@@ -125,6 +125,7 @@ def create_app(
                     kit.service,
                     gateway.publish_changes,
                     catch_up_seconds=settings.event_catch_up_seconds,
+                    listening=gateway.has_audience,
                 )
             )
             if run_maintenance:

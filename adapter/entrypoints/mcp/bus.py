@@ -56,6 +56,9 @@ class OwnerScopedBus:
                 log.exception("subscription listener raised; continuing")
         await anyio.lowlevel.checkpoint()
 
+    def has_listeners(self) -> bool:
+        return bool(self._listeners)
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         token = object()
         self._listeners[token] = (_LISTENER.get(), listener)

@@ -20,7 +20,7 @@ import psycopg
 from anyio.streams.memory import MemoryObjectSendStream
 from psycopg import sql
 
-from adapter.entrypoints.mcp.feed import Publish
+from adapter.entrypoints.mcp.feed import Listening, Publish
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
 from adapter.store.notify import channel_for_schema, libpq_dsn
@@ -33,7 +33,11 @@ RECONNECT_SECONDS = 1.0
 
 
 async def run_pg_event_feed(
-    service: ImportService, publish: Publish, *, catch_up_seconds: float = 1.0
+    service: ImportService,
+    publish: Publish,
+    *,
+    catch_up_seconds: float = 1.0,
+    listening: Listening | None = None,
 ) -> None:
     """Publish the changed imports whenever notified or caught up, forever (cancel to stop)."""
     follower = await run_in_thread(service.follow_changes)
@@ -41,7 +45,7 @@ async def run_pg_event_feed(
 
     async def read_and_publish() -> None:
         try:
-            await publish(await run_in_thread(follower.poll_changes))
+            await publish(await run_in_thread(follower.poll_changes, listening))
         except Exception:  # a database hiccup must not end the feed
             log.warning("event feed read failed; retrying", exc_info=True)
 

@@ -69,6 +69,10 @@ class LegacySubscriptions:
         if entry is not None:
             entry[2].discard(uri)
 
+    def has_connections(self) -> bool:
+        """Whether any 2025-era connection is tracked (each hears its owner's list changes)."""
+        return bool(self._by_connection)
+
     def principals(self) -> set[Principal]:
         """The callers with a legacy connection in this process."""
         return {principal for _, principal, _ in self._by_connection.values()}

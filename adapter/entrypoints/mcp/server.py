@@ -404,6 +404,10 @@ class McpGateway:
                 self.legacy.track(connection_of(ctx), self._principal())
         return await call_next(ctx)
 
+    def has_audience(self) -> bool:
+        """Whether a change could reach anyone here: a listen stream, or a 2025-era connection."""
+        return self.bus.has_listeners() or self.legacy.has_connections()
+
     async def publish_changes(self, changes: list[ImportChange]) -> None:
         """One read's changed imports, to both eras: listen streams (the bus) and legacy sessions.
 
