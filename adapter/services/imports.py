@@ -13,7 +13,7 @@ from typing import Any
 from adapter.domain.confirmation import valid_target
 from adapter.domain.errors import InvalidRequest
 from adapter.domain.identity import Principal, fingerprint, new_id
-from adapter.domain.states import ImportState, OperationKind, OperationState
+from adapter.domain.states import ImportState, OperationKind
 from adapter.domain.text import require_storable
 from adapter.domain.views import BeginResult, ImportView, OperationSummary
 from adapter.domain.vocabulary import EventKind
@@ -21,14 +21,13 @@ from adapter.services.access import effective_state, handle_digest, require_owne
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import check_begin
-from adapter.services.staging import add_records, event_row
+from adapter.services.staging import add_records, record_succeeded
 from adapter.store.reads import ImportWithOperations
 
 __all__ = ["add_records", "begin_import", "import_status", "import_status_async"]
 
 BEGIN = OperationKind.BEGIN.value
 OPEN = ImportState.OPEN.value
-SUCCEEDED = OperationState.SUCCEEDED.value
 
 
 def _validate_begin(ctx: ServiceContext, target: str, ttl_seconds: int | None) -> int:
@@ -89,25 +88,9 @@ def begin_import(
                 now=now,
             )
             check_begin(ctx, open_before)  # a refusal rolls the insert back
-            operation_id = new_id()
             result = {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
-            uow.staging.record_outcome(
-                operation_id=operation_id,
-                kind=BEGIN,
-                principal=principal.subject,
-                tenant=principal.tenant,
-                import_id=import_id,
-                key=key,
-                fingerprint=request,
-                status=SUCCEEDED,
-                result=result,
-                events=[
-                    event_row(EventKind.IMPORT_OPENED, import_id, operation_id, OPEN, {"ttl_seconds": ttl}),
-                    event_row(
-                        EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": BEGIN}
-                    ),
-                ],
-            )
+            effect = (EventKind.IMPORT_OPENED, {"ttl_seconds": ttl})
+            operation_id = record_succeeded(uow, principal, BEGIN, import_id, key, request, result, effect)
             uow.commit()
             return Outcome(operation_id, import_id, result, False)
 

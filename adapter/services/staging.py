@@ -31,7 +31,7 @@ from adapter.services.quotas import check_add, check_tenant_bytes
 from adapter.store.staging import AddTarget
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records", "event_row"]
+__all__ = ["add_records", "record_succeeded"]
 
 ADD = OperationKind.ADD.value
 OPEN = ImportState.OPEN.value
@@ -67,24 +67,10 @@ def add_records(
             record_count = row.record_count + count
             uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
             uow.staging.stage(row.id, first_seq, batch.texts)
-            operation_id = new_id()
             result = {"accepted": count, "record_count": record_count, "first_seq": first_seq}
             staged = {"accepted": count, "record_count": record_count}
-            uow.staging.record_outcome(
-                operation_id=operation_id,
-                kind=ADD,
-                principal=principal.subject,
-                tenant=principal.tenant,
-                import_id=row.id,
-                key=key,
-                fingerprint=request,
-                status=SUCCEEDED,
-                result=result,
-                events=[
-                    event_row(EventKind.IMPORT_RECORDS_STAGED, row.id, operation_id, OPEN, staged),
-                    event_row(EventKind.OPERATION_SUCCEEDED, row.id, operation_id, SUCCEEDED, {"kind": ADD}),
-                ],
-            )
+            effect = (EventKind.IMPORT_RECORDS_STAGED, staged)
+            operation_id = record_succeeded(uow, principal, ADD, row.id, key, request, result, effect)
             uow.commit()
             return Outcome(operation_id, row.id, result, False)
 
@@ -114,7 +100,40 @@ def _usable_import(
     return row
 
 
-def event_row(
+def record_succeeded(
+    uow: UnitOfWork,
+    principal: Principal,
+    kind: str,
+    import_id: str,
+    key: str | None,
+    request: str,
+    result: dict[str, Any],
+    effect: tuple[EventKind, dict[str, Any]],
+) -> str:
+    """Record a call that took effect at once (begin, add): its finished operation, which answers a
+    repeat of ``key`` from ``result``, with the effect's event (the import stays open) and
+    ``operation.succeeded``, in the caller's transaction. Returns the operation id."""
+    operation_id = new_id()
+    effect_kind, detail = effect
+    uow.staging.record_outcome(
+        operation_id=operation_id,
+        kind=kind,
+        principal=principal.subject,
+        tenant=principal.tenant,
+        import_id=import_id,
+        key=key,
+        fingerprint=request,
+        status=SUCCEEDED,
+        result=result,
+        events=[
+            _event_row(effect_kind, import_id, operation_id, OPEN, detail),
+            _event_row(EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": kind}),
+        ],
+    )
+    return operation_id
+
+
+def _event_row(
     kind: EventKind, import_id: str, operation_id: str, state: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
     """One event for ``StagingRepository.record_outcome`` (written with the operation that made it)."""

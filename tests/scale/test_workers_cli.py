@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -60,9 +61,9 @@ def test_several_workers_refuse_an_unmigrated_database(postgres_schema_url: str,
     assert "python -m adapter migrate" in line
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
-def test_two_workers_serve_one_port_each_with_its_own_id(postgres_schema_url: str, tmp_path: Path) -> None:
+@pytest.fixture
+def two_workers(postgres_schema_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``serve --workers 2`` on a migrated schema: the supervisor and its port; stopped after."""
     upgrade(postgres_schema_url)
     port = 20000 + secrets.randbelow(20000)
     process = serve(
@@ -73,23 +74,45 @@ def test_two_workers_serve_one_port_each_with_its_own_id(postgres_schema_url: st
         ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
     )
     try:
-        deadline = time.monotonic() + 90
-        ready: set[str] = set()
-        while time.monotonic() < deadline and len(ready) < 2:
-            line = process.stdout.readline() if process.stdout else ""
-            if not line and process.poll() is not None:
-                pytest.fail("the supervisor exited")
-            if line.startswith("adapter: worker ") and "ready" in line:
-                worker_id = line.split()[2]  # host:pid:random, built in the worker after it started
-                assert worker_id.startswith(f"{os.uname().nodename}:")
-                pid = worker_id.split(":")[1]
-                assert f"(pid {pid})" in line and int(pid) != process.pid  # not the supervisor
-                ready.add(worker_id)
-        assert len(ready) == 2
-        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ready"
+        yield process, port
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def _ready_workers(process: subprocess.Popen[str], count: int) -> list[str]:
+    """The next ``count`` "adapter: worker <id> (pid <pid>) ready" lines the supervisor passes on."""
+    deadline = time.monotonic() + 90
+    lines: list[str] = []
+    while time.monotonic() < deadline and len(lines) < count:
+        line = process.stdout.readline() if process.stdout else ""
+        if not line and process.poll() is not None:
+            pytest.fail("the supervisor exited")
+        if line.startswith("adapter: worker ") and "ready" in line:
+            lines.append(line)
+    assert len(lines) == count
+    return lines
+
+
+def _pid(ready_line: str) -> int:
+    return int(ready_line.split("(pid ")[1].split(")")[0])
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_workers_serve_one_port_each_with_its_own_id(
+    two_workers: tuple[subprocess.Popen[str], int],
+) -> None:
+    process, port = two_workers
+    ready = set()
+    for line in _ready_workers(process, 2):
+        worker_id = line.split()[2]  # host:pid:random, built in the worker after it started
+        assert worker_id.startswith(f"{os.uname().nodename}:")
+        assert int(worker_id.split(":")[1]) == _pid(line) != process.pid  # not the supervisor
+        ready.add(worker_id)
+    assert len(ready) == 2
+    assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ready"
 
 
 def _established_on(pid: int, port: int) -> int:
@@ -110,80 +133,49 @@ def _established_on(pid: int, port: int) -> int:
     return count
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-worker sockets are Linux only")
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the supervisor's own sockets: Linux"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@LINUX_ONLY
 def test_connections_opened_at_once_are_spread_over_both_workers(
-    postgres_schema_url: str, tmp_path: Path
+    two_workers: tuple[subprocess.Popen[str], int],
 ) -> None:
     """With one shared socket the first worker to wake took all 32 and kept them (keep-alive)."""
-    upgrade(postgres_schema_url)
-    port = 20000 + secrets.randbelow(20000)
-    process = serve(
-        tmp_path,
-        port,
-        ADAPTER_SECRET=SECRET,
-        ADAPTER_DATABASE_URL=postgres_schema_url,
-        ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
-    )
-    try:
-        pids = _ready_worker_pids(process, 2)
+    process, port = two_workers
+    pids = [_pid(line) for line in _ready_workers(process, 2)]
 
-        async def connect_all() -> dict[int, int]:
-            clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") for _ in range(32)]
-            try:
-                answers = await asyncio.gather(*(client.get("/healthz") for client in clients))
-                assert all(answer.status_code == 200 for answer in answers)
-                return {pid: _established_on(pid, port) for pid in pids}  # the clients are still open
-            finally:
-                await asyncio.gather(*(client.aclose() for client in clients))
+    async def connect_all() -> dict[int, int]:
+        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") for _ in range(32)]
+        try:
+            answers = await asyncio.gather(*(client.get("/healthz") for client in clients))
+            assert all(answer.status_code == 200 for answer in answers)
+            return {pid: _established_on(pid, port) for pid in pids}  # the clients are still open
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients))
 
-        held = asyncio.run(connect_all())
-        assert sum(held.values()) == 32, held
-        assert all(count >= 4 for count in held.values()), (
-            held
-        )  # hashing: fewer than 4 of 32 is a 1 in 400,000 chance
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+    held = asyncio.run(connect_all())
+    assert sum(held.values()) == 32, held
+    # The kernel hashes each connection to a socket: fewer than 4 of 32 on one is a 1 in 400,000 chance.
+    assert all(count >= 4 for count in held.values()), held
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor's restart is Linux only")
+@pytest.mark.slow
+@pytest.mark.postgres
+@LINUX_ONLY
 def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(
-    postgres_schema_url: str, tmp_path: Path
+    two_workers: tuple[subprocess.Popen[str], int],
 ) -> None:
-    upgrade(postgres_schema_url)
-    port = 20000 + secrets.randbelow(20000)
-    process = serve(
-        tmp_path,
-        port,
-        ADAPTER_SECRET=SECRET,
-        ADAPTER_DATABASE_URL=postgres_schema_url,
-        ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
-    )
-    try:
-        first, second = _ready_worker_pids(process, 2)
-        os.kill(first, signal.SIGKILL)
-        [replacement] = _ready_worker_pids(process, 1)
-        assert replacement not in (first, second)
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
-        process.send_signal(signal.SIGTERM)  # the supervisor alone: it stops its workers
-        assert process.wait(timeout=60) == 0
-        for pid in (second, replacement):
-            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-
-
-def _ready_worker_pids(process: subprocess.Popen[str], count: int) -> list[int]:
-    """The pids of the next ``count`` workers that say they are ready."""
-    deadline = time.monotonic() + 90
-    pids: list[int] = []
-    while time.monotonic() < deadline and len(pids) < count:
-        line = process.stdout.readline() if process.stdout else ""
-        if not line and process.poll() is not None:
-            pytest.fail("the supervisor exited")
-        if line.startswith("adapter: worker ") and "ready" in line:
-            pids.append(int(line.split("(pid ")[1].split(")")[0]))
-    assert len(pids) == count
-    return pids
+    process, port = two_workers
+    first, second = (_pid(line) for line in _ready_workers(process, 2))
+    os.kill(first, signal.SIGKILL)
+    [replacement] = (_pid(line) for line in _ready_workers(process, 1))
+    assert replacement not in (first, second)
+    assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+    process.send_signal(signal.SIGTERM)  # the supervisor alone: it stops its workers
+    assert process.wait(timeout=60) == 0
+    for pid in (second, replacement):
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
