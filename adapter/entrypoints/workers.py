@@ -94,7 +94,10 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
         )
     check_schema_current(settings.database_url)
     configure_logging()
-    supervisor = WorkerSupervisor(host, port, workers) if sys.platform.startswith("linux") else None
+    try:
+        supervisor = WorkerSupervisor(host, port, workers) if sys.platform.startswith("linux") else None
+    except OSError as exc:  # the port is taken, or the address is not this host's
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     port = supervisor.port if supervisor is not None else port
     os.environ[_PUBLIC_URL] = f"http://{host}:{port}"
     print(f"adapter: MCP at http://{host}:{port}/mcp ({workers} workers)", file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,9 @@ import pytest
 from adapter.store.migrate import upgrade
 
 SECRET = "w" * 40
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the supervisor's own sockets: Linux"
+)
 
 
 def serve(tmp_path: Path, port: int, **env: str) -> subprocess.Popen[str]:
@@ -59,6 +63,26 @@ def test_several_workers_refuse_sqlite(tmp_path: Path) -> None:
 def test_several_workers_refuse_an_unmigrated_database(postgres_schema_url: str, tmp_path: Path) -> None:
     line = refusal(tmp_path, ADAPTER_SECRET=SECRET, ADAPTER_DATABASE_URL=postgres_schema_url)
     assert "python -m adapter migrate" in line
+
+
+@pytest.mark.postgres
+@LINUX_ONLY
+def test_several_workers_refuse_a_port_already_taken(postgres_schema_url: str, tmp_path: Path) -> None:
+    upgrade(postgres_schema_url)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = serve(
+            tmp_path,
+            port,
+            ADAPTER_SECRET=SECRET,
+            ADAPTER_DATABASE_URL=postgres_schema_url,
+            ADAPTER_LEGACY_DB=str(tmp_path / "legacy.db"),
+        )
+        out, _ = process.communicate(timeout=60)
+    assert process.returncode == 2, out
+    assert out.strip().splitlines() == [f"adapter: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
 @pytest.fixture
@@ -131,11 +155,6 @@ def _established_on(pid: int, port: int) -> int:
             if local_port == port and fields[3] == "01" and fields[9] in inodes:  # 01: ESTABLISHED
                 count += 1
     return count
-
-
-LINUX_ONLY = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the supervisor's own sockets: Linux"
-)
 
 
 @pytest.mark.slow
