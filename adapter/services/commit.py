@@ -187,9 +187,8 @@ def commit_import(
     reporter(0)  # the commit has started: 0 of N
     try:
         with reporter.pulsing():  # a slow legacy system still shows signs of life
-            outcome = _run(
-                ctx, claim, reporter, options.get("cancel")
-            )  # 2. replay, 3. recovery point, COMMIT
+            # 2. replay, 3. recovery point, COMMIT
+            outcome = _run(ctx, claim, reporter, options.get("cancel"))
     finally:
         reporter.close()  # the last report comes before the result
     if outcome is None:
