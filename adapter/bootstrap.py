@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from adapter.config import ConfigError, Settings, ensure_secret_file
+from adapter.domain.confirmation import ConfirmationRules
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.records import Limits
@@ -79,6 +80,7 @@ def commit_policy_for(settings: Settings, base: CommitPolicy | None = None) -> C
         max_attempts=settings.commit_max_attempts,
         lease_seconds=settings.lease_seconds,
         unknown_grace_seconds=settings.unknown_grace_seconds,
+        wait_seconds=settings.commit_wait_seconds,
     )
 
 
@@ -121,7 +123,16 @@ def build(
         default_ttl_seconds=default_ttl,
         targets=targets,
         quotas=settings.quotas(),
+        confirmation=ConfirmationRules(
+            settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
+        ),
+        task_ttl_seconds=settings.retention_days * 86_400.0,
     )
+    service = ImportService(ctx)
     return Kit(
-        settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)
+        settings=settings,
+        store=store,
+        legacy=legacy,
+        service=service,
+        admin=AdminService(ctx, resume=service.resumer(wait=False)),
     )

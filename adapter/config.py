@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     commit_chunk_size: int = Field(default=500, ge=1, le=10_000)
     commit_max_attempts: int = Field(default=4, ge=1, le=20)
     lease_seconds: float = Field(default=30.0, ge=1)
+    # How long a request waits for a commit (or a status change) before it answers in_progress; the
+    # commit goes on in the background. Below the shortest common client timeout (openai-agents: 5 s).
+    commit_wait_seconds: float = Field(default=4.0, ge=0, le=60)
     # --- the database connections (per worker; see docs/deployment.md for sizing) ---
     db_pool_size: int = Field(default=10, ge=1, le=1000)
     db_max_overflow: int = Field(default=10, ge=0, le=1000)

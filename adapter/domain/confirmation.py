@@ -25,11 +25,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = [
     "NOTHING_CONFIRMED",
     "TARGET_PATTERN",
     "CommitSubject",
+    "ConfirmationRules",
+    "FormRequired",
     "question_text",
     "quote_for_question",
     "valid_target",
@@ -65,6 +68,29 @@ class CommitSubject:
 NOTHING_CONFIRMED = CommitSubject(import_id="", target="", record_count=0)
 """The ``expect`` of a commit for which a question was due but nothing could be asked: it matches no
 import (ids are never empty), so the commit answers a replay or refuses, and never starts."""
+
+
+class FormRequired(Exception):
+    """``always`` is the policy and the client cannot show a form: refused before anything changes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationRules:
+    """``ADAPTER_CONFIRM_COMMIT``, ``ADAPTER_CONFIRM_MAX_ROUNDS``, ``ADAPTER_CONFIRM_MAX_SECONDS``."""
+
+    mode: Literal["when-supported", "always", "never"] = "when-supported"
+    max_rounds: int = 3
+    max_seconds: int = 600
+
+    def should_ask(self, can_show_form: bool) -> bool:
+        """Whether this request gets a question; FormRequired when it must and cannot."""
+        if self.mode == "never":
+            return False
+        if can_show_form:
+            return True
+        if self.mode == "always":
+            raise FormRequired()
+        return False
 
 
 def valid_target(target: str) -> bool:

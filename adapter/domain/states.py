@@ -114,10 +114,12 @@ _I = ImportState
 IMPORT_TRANSITIONS: dict[ImportState, frozenset[ImportState]] = {
     # OPEN -> COMMITTED only when a COMMIT reconciled as "not committed" turns out to have landed.
     _I.OPEN: frozenset({_I.COMMITTING, _I.ABORTED, _I.EXPIRED, _I.COMMITTED}),
-    # A commit that ends without COMMIT being sent (cancelled, failed) returns the import to open.
-    _I.COMMITTING: frozenset({_I.COMMITTED, _I.OPEN, _I.OUTCOME_UNKNOWN}),
-    # Reconciliation resolves an unknown outcome one way or the other.
-    _I.OUTCOME_UNKNOWN: frozenset({_I.COMMITTED, _I.OPEN}),
+    # A commit that ends without COMMIT being sent (cancelled, failed) returns the import to open,
+    # or to aborted when its owner asked to abort it while it ran (services/abort.py).
+    _I.COMMITTING: frozenset({_I.COMMITTED, _I.OPEN, _I.OUTCOME_UNKNOWN, _I.ABORTED}),
+    # Reconciliation resolves an unknown outcome one way or the other (aborted: "not committed", and
+    # the owner had asked to abort).
+    _I.OUTCOME_UNKNOWN: frozenset({_I.COMMITTED, _I.OPEN, _I.ABORTED}),
     _I.COMMITTED: frozenset({_I.COMPENSATING}),
     _I.COMPENSATING: frozenset({_I.COMPENSATED}),
     _I.ABORTED: frozenset(),

@@ -52,6 +52,8 @@ class CommitResult:
     record_count: int
     replayed: bool
     error: str | None = None
+    records_sent: int | None = None
+    """While ``in_progress``: how many records the legacy system has taken so far."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class AbortResult:
 
     handle: str
     status: str
+    abort_requested: bool = False
+    """The import was still committing: the abort is recorded and takes effect when the commit ends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +112,8 @@ class OperationView:
     created_at: datetime
     updated_at: datetime
     history: tuple[HistoryEntry, ...] = field(default=())
+    records_sent: int | None = None
+    """A running commit's progress (live on the worker that runs it, else as of its last lease renewal)."""
+    record_count: int | None = None
+    """A commit's record total (the import's count), so progress reads as "n of N"."""
+    stop_requested: str | None = None

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from adapter.domain.states import ImportState, OperationState
 
-__all__ = ["CommitAnswer", "EventKind", "Finding", "OperatorAction", "RecoveryPoint"]
+__all__ = ["CommitAnswer", "EventKind", "Finding", "OperatorAction", "RecoveryPoint", "StopRequest"]
 
 
 class RecoveryPoint(StrEnum):
@@ -25,6 +25,18 @@ class RecoveryPoint(StrEnum):
     CANCELLED_BEFORE_COMMIT = "cancelled_before_commit"
     FAILED_BEFORE_COMMIT = "failed_before_commit"
     ASKED_BEFORE_COMMIT = "asked_before_commit"
+
+
+class StopRequest(StrEnum):
+    """What the owner asked of a running commit (``operations.stop_requested``).
+
+    Both stop it before COMMIT; they differ in what follows. ``cancel`` (a cancelled request or task)
+    gives the import back ``open``, and a commit that landed anyway stays committed. ``abort``
+    (``abort_import``) makes the import ``aborted``, and a commit that landed anyway is voided.
+    """
+
+    CANCEL = "cancel"
+    ABORT = "abort"
 
 
 class CommitAnswer(StrEnum):
@@ -55,6 +67,8 @@ class Finding(StrEnum):
     SECOND_BATCH = "second_batch"
     """A batch appeared under a ``not_committed`` reference while the import has another batch."""
     COMMITTED_AFTER_IMPORT_MOVED_ON = "committed_after_import_moved_on"
+    RESUMED = "resumed"
+    """Not a finding of the legacy system: a commit whose worker went away before COMMIT runs again."""
     """A batch appeared under a ``not_committed`` reference after the import was aborted or expired."""
 
 
@@ -95,6 +109,12 @@ class EventKind(StrEnum):
     OPERATION_LATE_COMMIT_RECORDED = "operation.late_commit_recorded"
     OPERATION_RECONCILED = "operation.reconciled"
     OPERATION_LATE_COMMIT_FOUND = "operation.late_commit_found"
+    OPERATION_STOP_REQUESTED = "operation.stop_requested"
+    """The owner asked a running commit to stop (detail: ``cancel`` or ``abort``)."""
+    OPERATION_RESUMED = "operation.resumed"
+    """A commit whose worker went away before COMMIT is run again by another (detail: ``by``)."""
+    OPERATION_HANDED_OVER = "operation.handed_over"
+    """A worker shutting down stopped a commit before COMMIT and freed its lease for another."""
     COMPENSATION_ATTEMPT = "compensation.attempt"
 
     @classmethod

@@ -67,7 +67,8 @@ def _reconcile(settings: Settings, args: argparse.Namespace) -> int:
     kit = build(settings)
     try:
         retention = timedelta(days=settings.retention_days) if args.purge else None
-        report = kit.service.maintain(retention=retention, purge_batch=settings.purge_batch_size)
+        # A commit left before COMMIT by a dead worker is run again, and waited for, before exiting.
+        report = kit.service.maintain(retention=retention, purge_batch=settings.purge_batch_size, wait=True)
     finally:
         kit.close()
     for r in report.resolutions:

@@ -97,5 +97,6 @@ def serve_stdio(settings: Settings) -> int:
         anyio.run(main)
     finally:
         gateway.close()
+        kit.service.hand_over()  # running commits stop before COMMIT; the next process resumes them
         kit.close()
     return 0

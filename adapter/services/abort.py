@@ -9,6 +9,9 @@ failed attempts it stops at ``needs_operator`` with the reason, for a person to 
 
 from __future__ import annotations
 
+import contextlib
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 
 from adapter.domain.errors import CompensationFailed, InvalidState
@@ -22,9 +25,11 @@ from adapter.domain.states import (
     transition_operation,
 )
 from adapter.domain.views import AbortResult
-from adapter.domain.vocabulary import EventKind
+from adapter.domain.vocabulary import EventKind, StopRequest
 from adapter.ports.legacy import LegacyError
 from adapter.services.access import find_import
+from adapter.services.commit.runner import local_run
+from adapter.services.commit.stop import request_stop
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import new_operation, retry_on_conflict
 from adapter.services.quotas import discard_in_batches
@@ -32,17 +37,29 @@ from adapter.services.retries import legacy_retrying
 from adapter.store.tables import CompensationRow, ImportRow, OperationRow
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["abort_import", "compensate_import", "resume_compensations"]
+__all__ = [
+    "abort_import",
+    "compensate_import",
+    "resume_compensations",
+    "settle_abort_request",
+    "settle_abort_requests",
+]
 
 
-def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> AbortResult:
-    """Abort ``handle``'s import: drop an open one, compensate a committed one.
+def abort_import(
+    ctx: ServiceContext, principal: Principal, handle: str, *, wait_seconds: float = 0.0
+) -> AbortResult:
+    """Abort ``handle``'s import: drop an open one, compensate a committed one, stop a committing one.
 
-    Raises HandleNotFound, and InvalidState while a commit is running or its outcome is unknown
-    (reconciliation must decide first, or an abort could race a commit that did land).
+    A commit still running (or whose outcome is still unknown) is asked to stop (``abort``, see
+    ``commit/stop.py``): before COMMIT it stops and nothing lands (the import becomes ``aborted``);
+    after COMMIT the real outcome is waited for, and a batch that landed is voided. This call waits
+    up to ``wait_seconds`` for that; an answer before it says ``abort_requested``. Raises
+    HandleNotFound.
     """
 
     dropped: list[tuple[str, int, int]] = []
+    stopping: list[tuple[str, str]] = []  # (import id, commit operation id)
 
     def step() -> str:
         with ctx.store.unit_of_work() as uow:
@@ -57,16 +74,85 @@ def abort_import(ctx: ServiceContext, principal: Principal, handle: str) -> Abor
                 return row.state
             if row.state in (ImportState.COMMITTED.value, ImportState.COMPENSATING.value):
                 return "compensate"
-            raise InvalidState(f"an import that is {row.state} cannot be aborted now")
+            latest = uow.operations.latest_commit(row.id)
+            if latest is None:
+                raise InvalidState(f"an import that is {row.state} cannot be aborted now")
+            stopping.append((row.id, latest.id))
+            return row.state
 
     outcome = retry_on_conflict(step)
     for import_id, count, size in dropped:  # after the state change, in short transactions (quotas.py)
         discard_in_batches(ctx, import_id, count, size)
+    if stopping:
+        import_id, operation_id = stopping[0]
+        request_stop(ctx, operation_id, StopRequest.ABORT)
+        outcome = _await_commit_end(ctx, import_id, operation_id, wait_seconds)
+        if outcome not in _STILL_COMMITTING:
+            settle_abort_request(ctx, import_id)
+            outcome = _state_of(ctx, import_id)
+        return AbortResult(handle=handle, status=outcome, abort_requested=outcome in _STILL_COMMITTING)
     if outcome == "compensate":
         with ctx.store.unit_of_work() as uow:
             import_id = find_import(uow, principal, handle).id
         outcome = compensate_import(ctx, import_id, reason="aborted by its owner", principal=principal)
     return AbortResult(handle=handle, status=outcome)
+
+
+_STILL_COMMITTING = (ImportState.COMMITTING.value, ImportState.OUTCOME_UNKNOWN.value)
+
+
+def _await_commit_end(ctx: ServiceContext, import_id: str, operation_id: str, seconds: float) -> str:
+    """The import's state once its commit ended, or as it is after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        state = _state_of(ctx, import_id)
+        remaining = deadline - time.monotonic()
+        if state not in _STILL_COMMITTING or remaining <= 0:
+            return state
+        run = local_run(operation_id)
+        if run is not None:  # here: wake when it ends
+            with contextlib.suppress(FutureTimeout, Exception):
+                run.done.result(timeout=min(remaining, _POLL_SECONDS * 4))
+        else:
+            time.sleep(min(remaining, _POLL_SECONDS))
+
+
+_POLL_SECONDS = 0.25
+
+
+def _state_of(ctx: ServiceContext, import_id: str) -> str:
+    with ctx.store.unit_of_work() as uow:
+        return _import(uow, import_id).state
+
+
+def settle_abort_request(ctx: ServiceContext, import_id: str) -> None:
+    """What an abort asked while the import was committing means once its commit ended.
+
+    Stopped before COMMIT: the import is ``aborted``; its staged records are dropped here. The
+    commit landed anyway: the batch is voided (compensation). Nothing asked, or still running:
+    nothing to do. Safe to call again; the runner calls it after each run, the reconciler after
+    each resolution, and maintenance for imports a crash left behind.
+    """
+    with ctx.store.unit_of_work() as uow:
+        row = _import(uow, import_id)
+        asked = uow.operations.abort_requested(import_id)
+        state, count, size = row.state, row.record_count, row.staged_bytes or 0
+    if not asked:
+        return
+    if state == ImportState.ABORTED.value:
+        discard_in_batches(ctx, import_id, count, size)
+    elif state == ImportState.COMMITTED.value:
+        compensate_import(ctx, import_id, reason="aborted by its owner while it was committing")
+
+
+def settle_abort_requests(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
+    """Maintenance: committed imports whose owner asked to abort them while they committed, and
+    whose compensation a crash kept from starting. Returns their import ids."""
+    with ctx.store.unit_of_work() as uow:
+        import_ids = uow.operations.abort_requested_imports(ImportState.COMMITTED.value, limit)
+    for import_id in import_ids:
+        settle_abort_request(ctx, import_id)
+    return import_ids
 
 
 def compensate_import(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from adapter.domain.confirmation import ConfirmationRules
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec
 from adapter.domain.quotas import Quotas
@@ -30,16 +31,35 @@ means a chunk is still with it (see ``adapter.services.progress``)."""
 
 
 class CancelToken:
-    """Set by a transport when its caller went away; the commit checks it before each step."""
+    """Tells a running commit to stop before COMMIT; it checks between records and just before COMMIT.
+
+    ``cancel()``: its caller went away before the answer, or its owner asked it to stop (the run
+    then records the outcome). ``hand_over()``: the worker is shutting down; the run stops without
+    recording an outcome and frees its lease, so another worker resumes it at once.
+    """
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._hand_over = False
 
     def cancel(self) -> None:
         self._event.set()
 
+    def hand_over(self) -> None:
+        self._hand_over = True
+        self._event.set()
+
     @property
     def cancelled(self) -> bool:
+        return self._event.is_set() and not self._hand_over
+
+    @property
+    def handing_over(self) -> bool:
+        return self._hand_over
+
+    @property
+    def stopping(self) -> bool:
+        """Either: the run must not go on."""
         return self._event.is_set()
 
 
@@ -53,10 +73,16 @@ class CommitPolicy:
     retry_wait_max: float = 2.0
     lease_seconds: float = 30.0
     unknown_grace_seconds: float = 30.0
-    progress_pulse_seconds: float = 0.5
-    """While a chunk is with the legacy system, progress is reported this often (a person watches)."""
     """How long after COMMIT was sent "not committed" may be believed: a slow legacy system can
     still apply a COMMIT whose reply we stopped waiting for. Keep it above the legacy timeout."""
+    progress_pulse_seconds: float = 0.5
+    """While a chunk is with the legacy system, progress is reported this often (a person watches)."""
+    stop_check_seconds: float = 0.25
+    """How long the legacy system may work on the records of one hand-over before the run checks
+    again whether it must stop: records go out in pieces sized to take about this long."""
+    wait_seconds: float = 4.0
+    """How long a request waits for a commit (or a status change) before it answers ``in_progress``
+    (``ADAPTER_COMMIT_WAIT_SECONDS``); below the shortest common client timeout."""
 
 
 def default_worker_id() -> str:
@@ -77,3 +103,7 @@ class ServiceContext:
     clock: Callable[[], datetime] = utcnow
     targets: TargetRules = field(default_factory=lambda: TargetRules((ANY_TARGET,)))
     """The port's targets with their compiled record schemas (begin and add check them)."""
+    confirmation: ConfirmationRules = field(default_factory=ConfirmationRules)
+    """Who is asked before a commit, how often and for how long (``ADAPTER_CONFIRM_*``)."""
+    task_ttl_seconds: float = 7 * 86_400.0
+    """How long a commit stays readable as a task: until retention may purge it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import TracebackType
 
@@ -49,37 +50,60 @@ def release_lease(operation: OperationRow) -> None:
     operation.lease_expires_at = None
 
 
-def renew_lease(ctx: ServiceContext, operation_id: str, owner: str) -> bool:
-    """Extend our lease; False if it is no longer ours (taken over, or released).
+def renew_lease(ctx: ServiceContext, operation_id: str, owner: str, records_sent: int | None = None) -> bool:
+    """Extend our lease; False if it is no longer ours (taken over, or released)."""
+    return _renew(ctx, operation_id, owner, records_sent)[0]
 
-    One compare-and-set UPDATE: there is no read before the write, so a concurrent write to the row
-    (often our own worker's recovery point) cannot make a live lease look lost. The version still
-    moves, so a writer that read the row before the renewal retries its own write.
-    """
+
+def _renew(
+    ctx: ServiceContext, operation_id: str, owner: str, records_sent: int | None
+) -> tuple[bool, str | None]:
+    """One compare-and-set UPDATE: there is no read before the write, so a concurrent write to the
+    row (often our own worker's recovery point) cannot make a live lease look lost. The version
+    still moves, so a writer that read the row before the renewal retries its own write. It also
+    stores the run's progress and returns the row's stop request, in the same statement."""
     expires = ctx.clock() + timedelta(seconds=ctx.commit_policy.lease_seconds)
     with ctx.store.unit_of_work() as uow:
-        renewed = uow.operations.extend_lease(operation_id, owner, expires)
+        renewed = uow.operations.extend_lease(operation_id, owner, expires, records_sent)
         uow.commit()
     return renewed
 
 
 class Heartbeat:
     """Renews a lease every third of its length while a block of work runs (on the process's
-    ticker, ``ticker.py``: no thread of its own)."""
+    ticker, ``ticker.py``: no thread of its own).
 
-    def __init__(self, ctx: ServiceContext, operation_id: str, owner: str) -> None:
+    A commit's heartbeat also carries its progress to the row (``progress()``: records sent, what
+    another worker reports) and brings back a stop its owner asked for on another worker
+    (``on_stop()``)."""
+
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        operation_id: str,
+        owner: str,
+        *,
+        progress: Callable[[], int] | None = None,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
         self._ctx = ctx
         self._operation_id = operation_id
         self._owner = owner
+        self._progress = progress
+        self._on_stop = on_stop
         self._beats: Repeating | None = None
 
     def _beat(self) -> bool:
         """One renewal; False (no more beats) once the lease is no longer ours."""
         try:
-            if renew_lease(self._ctx, self._operation_id, self._owner):
-                return True
+            sent = self._progress() if self._progress is not None else None
+            renewed, stop = _renew(self._ctx, self._operation_id, self._owner, sent)
         except Exception:  # the store is briefly unavailable: try again next beat
             log.warning("lease renewal failed", exc_info=True)
+            return True
+        if renewed:
+            if stop is not None and self._on_stop is not None:
+                self._on_stop()
             return True
         if self._beats is not None and not self._beats.cancelled:  # not just our own release
             log.warning("lease on operation %s was lost", self._operation_id)

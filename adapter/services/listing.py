@@ -28,10 +28,12 @@ LIST_EVENTS = frozenset({EventKind.IMPORT_OPENED, EventKind.IMPORT_EXPIRED, Even
 
 @dataclass(frozen=True, slots=True)
 class ImportChange:
-    """One import that changed; ``list_owner`` is set when its owner's import list changed with it."""
+    """One import that changed; ``list_owner`` is set when its owner's import list changed with it;
+    ``operations`` are the ids of its operations the events were about (a task's changes)."""
 
     handle: str
     list_owner: Principal | None
+    operations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +102,15 @@ class ChangeFollower:
             events = uow.events.new_or_missing(self._high, sorted(self._missing), self._batch)
             owners = _list_owners(uow, [e for e in events if e.kind in LIST_EVENTS])
         self._advance({event.id for event in events})
-        import_ids = dict.fromkeys(event.import_id for event in events if event.import_id is not None)
+        changed: dict[str, dict[str, None]] = {}  # import id -> its operations' ids, in order
+        for event in events:
+            if event.import_id is not None:
+                about = changed.setdefault(event.import_id, {})
+                if event.operation_id is not None:
+                    about[event.operation_id] = None
         return [
-            ImportChange(self._ctx.codec.handle_for(import_id), owners.get(import_id))
-            for import_id in import_ids
+            ImportChange(self._ctx.codec.handle_for(import_id), owners.get(import_id), tuple(about))
+            for import_id, about in changed.items()
         ]
 
     def _advance(self, seen: set[int]) -> None:

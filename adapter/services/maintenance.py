@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from adapter.ports.legacy import LegacyError
-from adapter.services.abort import resume_compensations
+from adapter.services.abort import resume_compensations, settle_abort_requests
 from adapter.services.context import ServiceContext
 from adapter.services.late_commits import watch_recent_verdicts
 from adapter.services.quotas import discard_leftovers
-from adapter.services.reconcile import Resolution, reconcile_pass
+from adapter.services.reconcile import Resolution, Resume, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
 from adapter.store.locks import try_named_lock
 
@@ -34,13 +34,19 @@ class MaintenanceReport:
 
 
 def run_maintenance(
-    ctx: ServiceContext, *, retention: timedelta | None = None, purge_batch: int = 500
+    ctx: ServiceContext,
+    *,
+    retention: timedelta | None = None,
+    purge_batch: int = 500,
+    resume: Resume | None = None,
 ) -> MaintenanceReport:
-    """One pass. ``retention`` None skips the purge (it need not run every few seconds)."""
-    resolutions = reconcile_pass(ctx)
+    """One pass. ``retention`` None skips the purge (it need not run every few seconds). ``resume``
+    runs again the commits whose worker went away before COMMIT (``reconcile.py``)."""
+    resolutions = reconcile_pass(ctx, resume=resume)
     watch_recent_verdicts(ctx)  # a COMMIT that landed after its not_committed verdict
     try:
         compensations = resume_compensations(ctx)
+        settle_abort_requests(ctx)  # an abort asked while committing, whose follow-up a crash stopped
     except LegacyError:
         log.info("resuming compensations postponed: the legacy system is unavailable")
         compensations = []

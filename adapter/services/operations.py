@@ -1,17 +1,37 @@
-"""Looking up an operation: its status, result and history, for its owner only."""
+"""Looking up an operation: its status, result and history, for its owner only.
+
+A running commit's progress is read live from its run when this process runs it, and from the row
+(as of its last lease renewal) when another worker does. :func:`commit_state` adds what the commit
+would answer now, which the Tasks extension inlines as a task's result.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from adapter.domain.errors import InvalidRequest, OperationNotFound
 from adapter.domain.identity import Principal
+from adapter.domain.states import OperationKind
 from adapter.domain.text import require_storable
-from adapter.domain.views import HistoryEntry, OperationView
+from adapter.domain.views import CommitResult, HistoryEntry, OperationView
+from adapter.services.commit.claim import answer_from_record
+from adapter.services.commit.runner import local_run
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import validate_key
 from adapter.services.rows import from_row
-from adapter.store.tables import EventRow, OperationRow
+from adapter.store.tables import EventRow, ImportRow, OperationRow
+from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["operation_status", "to_operation_view"]
+__all__ = ["CommitState", "commit_state", "operation_status", "to_operation_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitState:
+    """A commit operation as its owner sees it now, and the answer ``commit_import`` would give."""
+
+    view: OperationView
+    answer: CommitResult
+    handle: str
 
 
 def operation_status(
@@ -32,11 +52,51 @@ def operation_status(
             row = uow.operations.latest_by_key(
                 principal.tenant, principal.subject, validate_key(idempotency_key) or ""
             )
-        if row is None or row.principal != principal.subject or row.tenant != principal.tenant:
+        row = _owned(row, principal)
+        return to_operation_view(row, uow.events.for_operation(row.id), _import_of(uow, row))
+
+
+def commit_state(ctx: ServiceContext, principal: Principal, operation_id: str) -> CommitState:
+    """The commit operation ``operation_id`` of ``principal``; OperationNotFound for anything else
+    (unknown, another principal's, not a commit, its import purged): one answer for all."""
+    require_storable(operation_id=operation_id)
+    with ctx.store.unit_of_work() as uow:
+        row = _owned(uow.operations.get(operation_id) if isinstance(operation_id, str) else None, principal)
+        imported = _import_of(uow, row)
+        if row.kind != OperationKind.COMMIT or imported is None:
             raise OperationNotFound()
-        return to_operation_view(row, uow.events.for_operation(row.id))
+        handle = ctx.codec.handle_for(imported.id)
+        view = to_operation_view(row, uow.events.for_operation(row.id), imported)
+        answer = answer_from_record(row, imported, handle)
+    running = answer.status == "in_progress"
+    answer = replace(answer, replayed=False, records_sent=view.records_sent if running else None)
+    return CommitState(view, answer, handle)
 
 
-def to_operation_view(row: OperationRow, events: list[EventRow]) -> OperationView:
+def _owned(row: OperationRow | None, principal: Principal) -> OperationRow:
+    if row is None or row.principal != principal.subject or row.tenant != principal.tenant:
+        raise OperationNotFound()
+    return row
+
+
+def _import_of(uow: UnitOfWork, row: OperationRow) -> ImportRow | None:
+    return uow.imports.get(row.import_id) if row.import_id is not None else None
+
+
+def to_operation_view(
+    row: OperationRow, events: list[EventRow], imported: ImportRow | None = None
+) -> OperationView:
     history = tuple(HistoryEntry(e.created_at, e.kind, e.state, e.detail) for e in events)
-    return from_row(OperationView, row, {"operation_id": "id"}, history=history)
+    view = from_row(
+        OperationView,
+        row,
+        {"operation_id": "id"},
+        history=history,
+        record_count=imported.record_count
+        if imported is not None and row.kind == OperationKind.COMMIT
+        else None,
+    )
+    run = local_run(row.id)
+    if run is not None and row.status == "in_progress":  # this process runs it: its live count
+        view = replace(view, records_sent=max(run.sent, view.records_sent or 0))
+    return view

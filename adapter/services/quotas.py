@@ -153,13 +153,17 @@ class CommitSlot:
             self.slots.take(self.key, self.what)
             self.taken = True
 
+    def release(self) -> None:
+        """Give the slot back (once; nothing happens if it was never taken)."""
+        if self.taken:
+            self.taken = False
+            self.slots.release(self.key)
+
     def __enter__(self) -> CommitSlot:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.taken:
-            self.taken = False
-            self.slots.release(self.key)
+        self.release()
 
 
 def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int, staged_bytes: int = 0) -> int:

@@ -13,35 +13,49 @@ asks ``batch_status(batch_ref)``, and records what it learns:
   because a slow legacy system may still apply a COMMIT whose reply was lost. Until then the
   operation is left as it is and asked about again on the next pass.
 
-The reconciler never sends COMMIT. A later commit of the same operation asks first (see
-``commit.py``), so nothing is ever committed twice.
+A commit whose worker went away *before* COMMIT (``in_progress``, lease run out, no ``commit_sent``)
+is not judged but resumed: the server owes it to the caller who was told ``in_progress``. The
+reconciler hands it, under the lease it just took, to ``resume`` (``ImportService.resume_commit``),
+which replays it from the start in a new legacy session, asking first whether its batch landed.
+
+The reconciler itself never sends COMMIT. A later commit of the same operation asks first (see
+``commit/run.py``), so nothing is ever committed twice. When the owner had asked to abort the
+import meanwhile, "not committed" makes it ``aborted`` and "committed" is followed by a VOID
+(``abort.settle_abort_request``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from adapter.domain.errors import InvalidState, StoreConflict
 from adapter.domain.states import (
     OPERATION_AWAITING_RECONCILIATION,
+    ImportState,
     OperationKind,
     OperationState,
     transition,
     transition_operation,
 )
-from adapter.domain.vocabulary import EventKind, RecoveryPoint
+from adapter.domain.vocabulary import EventKind, Finding, RecoveryPoint, StopRequest
 from adapter.ports.legacy import BatchStatus, LegacyError
+from adapter.services.abort import settle_abort_request
 from adapter.services.context import ServiceContext
 from adapter.services.findings import judge
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.leases import lease_is_free, new_lease_owner, release_lease, take_lease
 from adapter.store.tables import EventRow
 
-__all__ = ["Resolution", "reconcile_operation", "reconcile_pass"]
+__all__ = ["Resolution", "Resume", "reconcile_operation", "reconcile_pass"]
 
 log = logging.getLogger("adapter.reconcile")
+
+
+Resume = Callable[[str, str, str], bool]
+"""``(operation id, lease owner, by)``: run the commit again under that lease; False if it cannot now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +69,14 @@ class Resolution:
     finding: str
 
 
-def reconcile_pass(ctx: ServiceContext, *, limit: int = 100) -> list[Resolution]:
+def reconcile_pass(
+    ctx: ServiceContext, *, limit: int = 100, resume: Resume | None = None
+) -> list[Resolution]:
     """Resolve what can be resolved now; returns the resolutions made (one line each for the CLI)."""
     resolutions = []
     for operation_id in _candidates(ctx, limit):
         try:
-            resolution = reconcile_operation(ctx, operation_id)
+            resolution = reconcile_operation(ctx, operation_id, resume=resume)
         except LegacyError as exc:  # the legacy system is unreachable: try again next pass
             log.info("reconcile %s postponed: %s", operation_id, type(exc).__name__)
             continue
@@ -82,23 +98,37 @@ def _candidates(ctx: ServiceContext, limit: int) -> list[str]:
 
 
 def reconcile_operation(
-    ctx: ServiceContext, operation_id: str, *, by: str = "reconciler"
+    ctx: ServiceContext, operation_id: str, *, by: str = "reconciler", resume: Resume | None = None
 ) -> Resolution | None:
-    """Reconcile one operation if it needs it and nobody else holds it. Raises LegacyError."""
+    """Reconcile one operation if it needs it and nobody else holds it. Raises LegacyError.
+
+    With ``resume``, a commit whose worker went away before COMMIT is run again instead of judged.
+    """
     owner = new_lease_owner(ctx)
     claimed = _claim(ctx, operation_id, owner)
     if claimed is None:
         return None
-    previous, batch_ref, commit_sent_at = claimed
+    previous, batch_ref, commit_sent_at, import_id = claimed
+    if previous == OperationState.IN_PROGRESS and commit_sent_at is None and resume is not None:
+        if resume(operation_id, owner, by):
+            log.info("commit %s resumed after its worker went away before COMMIT", operation_id)
+            return Resolution(operation_id, import_id, previous, previous, Finding.RESUMED)
+        _release(ctx, operation_id, owner)
+        return None
     try:
         status = ctx.legacy.batch_status(batch_ref)
     except BaseException:
         _release(ctx, operation_id, owner)
         raise
-    return _record(ctx, operation_id, owner, previous, status, commit_sent_at, by)
+    resolution = _record(ctx, operation_id, owner, previous, status, commit_sent_at, by)
+    if resolution is not None and resolution.import_id is not None:
+        settle_abort_request(ctx, resolution.import_id)  # an abort asked while it was unknown
+    return resolution
 
 
-def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str, datetime | None] | None:
+def _claim(
+    ctx: ServiceContext, operation_id: str, owner: str
+) -> tuple[str, str, datetime | None, str | None] | None:
     now = ctx.clock()
     try:
         with ctx.store.unit_of_work() as uow:
@@ -115,7 +145,7 @@ def _claim(ctx: ServiceContext, operation_id: str, owner: str) -> tuple[str, str
             take_lease(operation, owner, now, ctx.commit_policy.lease_seconds)
             sent_at = _commit_sent_at(uow.events.for_operation(operation_id))
             uow.commit()
-            return previous, operation.batch_ref, sent_at
+            return previous, operation.batch_ref, sent_at, operation.import_id
     except StoreConflict:
         return None  # another reconciler or worker got there first
 
@@ -167,6 +197,8 @@ def _record(
             if row is None:
                 raise InvalidState(f"the import of operation {operation_id} is gone")
             finding, op_state, import_state = judge(status, row.record_count)
+            if import_state is ImportState.OPEN and operation.stop_requested == StopRequest.ABORT:
+                import_state = ImportState.ABORTED  # not committed, and its owner asked to abort it
             transition_operation(operation, op_state)
             release_lease(operation)
             if op_state is OperationState.SUCCEEDED:

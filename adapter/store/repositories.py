@@ -191,15 +191,26 @@ class OperationRepository(_RowRepository[OperationRow]):
             )
         )
 
-    def extend_lease(self, operation_id: str, owner: str, expires_at: datetime) -> bool:
-        """Compare-and-set: move the lease's expiry if ``owner`` still holds it."""
-        result = self._session.execute(
+    def extend_lease(
+        self, operation_id: str, owner: str, expires_at: datetime, records_sent: int | None = None
+    ) -> tuple[bool, str | None]:
+        """Compare-and-set: move the lease's expiry if ``owner`` still holds it, and record the run's
+        progress; returns (renewed, the row's stop request)."""
+        values: dict[str, Any] = {
+            "lease_expires_at": expires_at,
+            "version": OperationRow.version + 1,
+            "updated_at": utcnow(),
+        }
+        if records_sent is not None:
+            values["records_sent"] = records_sent
+        found = self._session.execute(
             update(OperationRow)
             .where(OperationRow.id == operation_id, OperationRow.lease_owner == owner)
-            .values(lease_expires_at=expires_at, version=OperationRow.version + 1, updated_at=utcnow())
+            .values(**values)
+            .returning(OperationRow.stop_requested)
             .execution_options(synchronize_session=False)
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        ).first()
+        return (found is not None, found[0] if found is not None else None)
 
     def reconcile_candidates(
         self, kind: str, unknown: str, running: str, now: datetime, limit: int
@@ -239,6 +250,28 @@ class OperationRepository(_RowRepository[OperationRow]):
         """When the least recently updated operation in one of ``statuses`` was last updated."""
         return self._session.scalar(
             select(func.min(OperationRow.updated_at)).where(OperationRow.status.in_(statuses))
+        )
+
+    def abort_requested(self, import_id: str) -> bool:
+        """Whether the owner asked to abort one of the import's commits while it ran."""
+        found = self._session.scalar(
+            select(OperationRow.id)
+            .where(OperationRow.import_id == import_id, OperationRow.stop_requested == "abort")
+            .limit(1)
+        )
+        return found is not None
+
+    def abort_requested_imports(self, import_state: str, limit: int) -> list[str]:
+        """Imports in ``import_state`` with a commit whose owner asked to abort it (a partial index
+        holds only the operations with a stop request)."""
+        return list(
+            self._session.scalars(
+                select(OperationRow.import_id)
+                .join(ImportRow, ImportRow.id == OperationRow.import_id)
+                .where(OperationRow.stop_requested == "abort", ImportRow.state == import_state)
+                .distinct()
+                .limit(limit)
+            )
         )
 
     def latest_commit(self, import_id: str) -> OperationRow | None:
@@ -427,7 +460,7 @@ class RetentionRepository(_Repository):
 
 
 class ConfirmationRepository(_Repository):
-    """The first answer of each commit confirmation round (``services/confirmation.py``)."""
+    """The first answer of each commit confirmation round (``services/commit/confirmation.py``)."""
 
     def get(self, round_id: str) -> ConfirmationRoundRow | None:
         return self._session.get(ConfirmationRoundRow, round_id)

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -134,6 +135,10 @@ class OperationRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(100))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    records_sent: Mapped[int | None] = mapped_column(Integer)
+    """A running commit's progress as of its last lease renewal (what another worker can report)."""
+    stop_requested: Mapped[str | None] = mapped_column(String(16))
+    """``cancel`` or ``abort`` once the owner asked a running commit to stop (``StopRequest``)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -144,6 +149,13 @@ class OperationRow(Base):
         Index("ix_operations_status_lease", "status", "lease_expires_at"),
         Index("ix_operations_import", "import_id", "created_at"),
         Index("ix_operations_created", "created_at", "id"),
+        # Only operations with a stop request: maintenance looks for aborts a crash left behind.
+        Index(
+            "ix_operations_stop_requested",
+            "stop_requested",
+            postgresql_where=text("stop_requested IS NOT NULL"),
+            sqlite_where=text("stop_requested IS NOT NULL"),
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject
 from adapter.domain.errors import ConfirmationStale, HandleExpired, IdempotencyKeyReused, InvalidState
 from adapter.domain.identity import Principal
 from adapter.services import CancelToken, CommitPolicy, ImportService, ServiceContext
+from adapter.services.commit.confirmation import commit_subject
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
 
@@ -257,7 +258,7 @@ def test_a_commit_expecting_what_was_confirmed_starts_only_while_the_import_stil
     service: ImportService, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
     handle = staged(service, alice, make_records(3))
-    shown = service.confirmation_subject(alice, handle)
+    shown = commit_subject(service.ctx, alice, handle)
     assert shown is not None and shown.record_count == 3
     service.add(alice, handle, make_records(1))
 
@@ -285,7 +286,7 @@ def test_nothing_confirmed_answers_a_replay_or_refuses_but_never_starts_a_commit
     service.add(alice, empty, make_records(2))  # records arrived after the import was read
     with pytest.raises(ConfirmationStale) as stale:
         service.commit(alice, empty, expect=NOTHING_CONFIRMED)
-    assert stale.value.current == service.confirmation_subject(alice, empty)
+    assert stale.value.current == commit_subject(service.ctx, alice, empty)
     assert [o for o in service.status(alice, empty).operations if o.kind == "commit"] == []
     assert batches(legacy_engine) == []
 

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from adapter.domain.identity import Principal
+from adapter.domain.identity import Principal, fingerprint
 from adapter.services import ImportService, ServiceContext
-from adapter.services import commit as commit_flow
+from adapter.services.commit import bookkeeping
+from adapter.services.commit import claim as claiming
 from adapter.services.leases import Heartbeat
 
 
@@ -23,10 +24,10 @@ def test_the_heartbeat_keeps_the_lease_through_concurrent_writes_to_the_operatio
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": 1}])
     digest = ctx.codec.digest(handle)
-    claim = commit_flow._claim(
-        ctx, alice, handle, None, commit_flow.fingerprint("commit", {"handle": digest})
+    claim = claiming.claim_import(
+        ctx, alice, handle, None, fingerprint("commit", {"handle": digest})
     )
-    assert isinstance(claim, commit_flow._Claim)
+    assert isinstance(claim, bookkeeping.Claim)
     with ctx.store.unit_of_work() as uow:
         claimed = uow.operations.get(claim.operation_id)
         assert claimed is not None and claimed.lease_expires_at is not None
@@ -38,7 +39,7 @@ def test_the_heartbeat_keeps_the_lease_through_concurrent_writes_to_the_operatio
     ):
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:  # the worker writing its recovery points, over and over
-            commit_flow._set_recovery_point(ctx, claim, "replaying")
+            bookkeeping.set_recovery_point(ctx, claim, "replaying")
 
     assert "was lost" not in caplog.text
     with ctx.store.unit_of_work() as uow:

@@ -12,13 +12,14 @@ from freezegun import freeze_time
 from sqlalchemy import text
 
 from adapter.domain.errors import HandleExpired
-from adapter.domain.identity import Principal
+from adapter.domain.identity import Principal, fingerprint
 from adapter.domain.states import ImportState, OperationState
 from adapter.domain.vocabulary import RecoveryPoint
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import ImportService, ServiceContext
 from adapter.services import abort as abort_flow
-from adapter.services import commit as commit_flow
+from adapter.services.commit import bookkeeping, finish
+from adapter.services.commit import claim as claiming
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import records, staged
 from tests.support.wait import wait_until
@@ -96,40 +97,66 @@ def test_a_slow_commit_is_not_believed_lost_before_the_grace_period(
 
 def crash_during_replay(ctx: ServiceContext, who: Principal, handle: str, key: str | None = None) -> str:
     """Leave what a worker killed in the middle of its replay leaves: a claimed operation, no COMMIT."""
-    claim = commit_flow._claim(
+    return claim_during_replay(ctx, who, handle, key).operation_id
+
+
+def claim_during_replay(
+    ctx: ServiceContext, who: Principal, handle: str, key: str | None = None
+) -> bookkeeping.Claim:
+    claim = claiming.claim_import(
         ctx,
         who,
         handle,
         key,
-        commit_flow.fingerprint("commit", {"handle": ctx.codec.digest(handle)}),
+        fingerprint("commit", {"handle": ctx.codec.digest(handle)}),
     )
-    assert isinstance(claim, commit_flow._Claim)
-    commit_flow._set_recovery_point(ctx, claim, "replaying", attempt=True)
-    return claim.operation_id
+    assert isinstance(claim, bookkeeping.Claim)
+    bookkeeping.set_recovery_point(ctx, claim, RecoveryPoint.REPLAYING, attempt=True)
+    return claim
 
 
 def crash_and_reconcile(
     service: ImportService, ctx: ServiceContext, who: Principal, key: str | None = None
 ) -> tuple[str, str, list[Any]]:
-    """An import of 5 records whose worker dies mid-replay; its lease runs out and the reconciler
-    resolves what it left: (handle, operation id, resolutions)."""
+    """An import of 5 records whose worker dies with COMMIT sent and no reply; once its lease and the
+    grace period have run out, the reconciler finds no batch: (handle, operation id, resolutions)."""
     handle = staged(service, who, 5)
     with freeze_time(ctx.clock()) as frozen:
-        operation_id = crash_during_replay(ctx, who, handle, key=key)
-        frozen.tick(timedelta(seconds=ctx.commit_policy.lease_seconds + 1))
-        return handle, operation_id, service.reconcile()
+        claim = claim_during_replay(ctx, who, handle, key=key)
+        bookkeeping.set_recovery_point(ctx, claim, RecoveryPoint.COMMIT_SENT)  # then the worker died
+        policy = ctx.commit_policy
+        frozen.tick(timedelta(seconds=max(policy.lease_seconds, policy.unknown_grace_seconds) + 1))
+        return handle, claim.operation_id, service.reconcile()
 
 
-def test_a_crash_before_commit_is_reconciled_to_not_committed_and_commits_once_later(
+def test_a_crash_before_commit_is_resumed_and_commits_once(
     service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
 ) -> None:
+    """The worker died mid-replay: its lease runs out and a reconciler runs the commit again (the
+    server owes it to a caller who may have been told in_progress), in a new legacy session."""
     handle = staged(service, alice, 5)
     with freeze_time(ctx.clock()) as frozen:
         operation_id = crash_during_replay(ctx, alice, handle, key="k")
         assert service.reconcile() == []  # the lease is still held: the worker may be alive
         frozen.tick(timedelta(seconds=ctx.commit_policy.lease_seconds + 1))
 
-        [resolution] = service.reconcile()
+        [resolution] = service.reconcile(wait=True)
+
+    assert (resolution.previous, resolution.finding) == ("in_progress", "resumed")
+    operation = service.operation_status(alice, operation_id=operation_id)
+    assert operation.status == "succeeded"
+    assert "operation.resumed" in [entry.event for entry in operation.history]
+    assert service.status(alice, handle).status == "committed"
+    again = service.commit(alice, handle, idempotency_key="k")
+    assert (again.status, again.operation_id, again.replayed) == ("committed", operation_id, True)
+    [batch] = legacy_engine.committed_batches()
+    assert batch["record_count"] == 5
+
+
+def test_a_commit_sent_without_a_reply_is_judged_not_committed_after_the_grace_period(
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle, operation_id, [resolution] = crash_and_reconcile(service, ctx, alice, key="k")
 
     assert (resolution.previous, resolution.status, resolution.finding) == (
         "in_progress",
@@ -149,7 +176,7 @@ def test_a_retried_operation_asks_before_committing_again(
     """If a 'failed' commit did land after all, the retry adopts its batch instead of making a second."""
     handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     # The batch lands late under the operation's reference (a COMMIT the crashed worker had queued).
-    late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
+    late = legacy_engine.commit_batch(claiming.batch_ref_for(operation_id), records(5))
 
     retried = service.commit(alice, handle, idempotency_key="k")
 
@@ -278,20 +305,20 @@ def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded
     """The worker lost its lease, the reconciler saw no batch yet, then the worker's COMMIT landed."""
     handle, operation_id, [resolution] = crash_and_reconcile(service, ctx, alice)
     assert (resolution.status, service.status(alice, handle).status) == ("failed", "open")
-    late = legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))
-    claim = commit_flow._Claim(
+    late = legacy_engine.commit_batch(claiming.batch_ref_for(operation_id), records(5))
+    claim = bookkeeping.Claim(
         handle,
         operation_id,
         service.status(alice, handle).import_id,
-        commit_flow.batch_ref_for(operation_id),
+        claiming.batch_ref_for(operation_id),
         5,
         lease_owner="the-worker-that-lost-its-lease",
     )
 
-    answer = commit_flow._finish(
+    answer = finish.finish(
         ctx,
         claim,
-        commit_flow._Outcome(
+        finish.Outcome(
             OperationState.SUCCEEDED,
             ImportState.COMMITTED,
             RecoveryPoint.COMMITTED,
@@ -312,7 +339,7 @@ def test_a_retry_that_finds_a_batch_of_other_records_stops_for_an_operator(
 ) -> None:
     handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key="k")
     service.add(alice, handle, records(2))  # open again, so more records may come
-    legacy_engine.commit_batch(commit_flow.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
+    legacy_engine.commit_batch(claiming.batch_ref_for(operation_id), records(5))  # the old COMMIT landed
 
     retried = service.commit(alice, handle, idempotency_key="k")
 

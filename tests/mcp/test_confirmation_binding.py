@@ -227,22 +227,6 @@ async def test_request_state_with_other_arguments_or_another_principal_is_refuse
     assert legacy_engine.committed_batches() == []
 
 
-@pytest.mark.parametrize("settings_overrides", [{"confirm_max_seconds": 10}])
-async def test_request_state_after_its_expiry_is_refused(
-    server: Any, legacy_engine: Any, make_records: Any
-) -> None:
-    async with server.client(elicitation_callback=lambda *a: ACCEPT) as client:
-        handle = await server.stage(client, make_records(2))
-        first = await ask(client, handle)
-        await anyio.sleep(10.2)  # the shortest confirmation lifetime the settings allow
-        with pytest.raises(MCPError) as expired:
-            await answer(client, handle, first, ACCEPT)
-        status = server.structured(await client.call_tool("get_import_status", {"handle": handle}))
-    assert expired.value.code == -32602
-    assert status["status"] == "open"
-    assert legacy_engine.committed_batches() == []
-
-
 async def test_two_concurrent_rounds_on_two_imports_keep_their_answers_apart(
     server: Any, legacy_engine: Any, make_records: Any
 ) -> None:

@@ -97,37 +97,55 @@ async def test_annotations_prompts_templates_unknown_tool_and_schema_errors(serv
 # --- abort while a commit is undecided -----------------------------------------------------------------
 
 
-@QUIET
-async def test_abort_is_refused_while_a_commit_runs_and_while_its_outcome_is_unknown(
+async def test_abort_while_a_commit_runs_stops_it_before_commit_and_nothing_lands(
     server: Any, legacy_engine: Any
 ) -> None:
+    """The server owns a running commit; its owner stops it with abort_import, on another connection."""
     async with server.client() as client, server.client() as watcher:
-        running = await begin(server, client, records=4)
-        legacy_engine.update_faults(latency_ms=300)
-        refused: list[Any] = []
+        running = await begin(server, client, records=40)
+        legacy_engine.update_faults(latency_ms=100)  # 4 s of records: the abort comes in the middle
+        answers: list[Any] = []
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(client.call_tool, "commit_import", {"handle": running})
+            tasks.start_soon(lambda: _call_into(answers, client, "commit_import", {"handle": running}))
             with anyio.fail_after(15):
-                while True:
-                    status = await watcher.call_tool("get_import_status", {"handle": running})
-                    if server.structured(status)["status"] == "committing":
-                        break
+                while server.structured(await watcher.call_tool("get_import_status", {"handle": running}))[
+                    "status"
+                ] != "committing":
                     await anyio.sleep(0.05)
-            refused.append(await watcher.call_tool("abort_import", {"handle": running}))
-        legacy_engine.update_faults(latency_ms=0)
+            await anyio.sleep(0.5)
+            aborted = server.structured(await watcher.call_tool("abort_import", {"handle": running}))
         after = server.structured(await client.call_tool("get_import_status", {"handle": running}))
+        [operation] = [o for o in after["operations"] if o["kind"] == "commit"]
+    assert (aborted["status"], aborted["abort_requested"]) == ("aborted", False)
+    assert server.structured(answers[0])["status"] == "cancelled", "the waiting commit request learns it"
+    assert (after["status"], operation["status"]) == ("aborted", "cancelled")
+    assert legacy_engine.committed_batches() == []
 
+
+@QUIET
+async def test_abort_while_the_outcome_is_unknown_is_recorded_and_voids_the_batch_once_it_is_known(
+    server: Any, legacy_engine: Any
+) -> None:
+    async with server.client() as client:
         unknown = await begin(server, client, records=2)
         legacy_engine.update_faults(drop_after_commit=1.0)
         outcome = server.structured(await client.call_tool("commit_import", {"handle": unknown}))
         legacy_engine.update_faults(drop_after_commit=0.0)
-        refused.append(await client.call_tool("abort_import", {"handle": unknown}))
+        asked = server.structured(await client.call_tool("abort_import", {"handle": unknown}))
         still = server.structured(await client.call_tool("get_import_status", {"handle": unknown}))
-    assert [server.error_text(r).split(":")[0] for r in refused] == ["invalid_state", "invalid_state"]
-    assert after["status"] == "committed", "the refused abort did not disturb the running commit"
+        await anyio.to_thread.run_sync(server.kit.service.reconcile)  # the reconciler finds the batch
+        settled = server.structured(await client.call_tool("get_import_status", {"handle": unknown}))
     assert outcome["status"] == "outcome_unknown"
-    assert still["status"] == "outcome_unknown"
-    assert len(legacy_engine.committed_batches()) == 2  # the unknown one did land; nothing was voided
+    assert (asked["status"], asked["abort_requested"]) == ("outcome_unknown", True)
+    assert "voided" in asked["message"]
+    assert still["status"] == "outcome_unknown", "nothing is guessed before the legacy system answers"
+    assert settled["status"] == "compensated"
+    [batch] = legacy_engine.committed_batches()
+    assert batch["voided"], "the batch that landed was voided"
+
+
+async def _call_into(answers: list[Any], client: Any, tool: str, arguments: dict[str, Any]) -> None:
+    answers.append(await client.call_tool(tool, arguments))
 
 
 # --- cancellation at the edge of COMMIT ------------------------------------------------------------------

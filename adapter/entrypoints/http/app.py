@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from mcp.server.auth.settings import AuthSettings
@@ -134,6 +135,9 @@ def create_app(
                 yield
             finally:
                 gateway.close()
+                # Commits running here stop before COMMIT and free their lease: another worker (or
+                # this one after its restart) resumes them at once (services/commit/runner.py).
+                await anyio.to_thread.run_sync(kit.service.hand_over)
                 tasks.cancel_scope.cancel()
 
     # /docs and /redoc load scripts from a CDN: off unless ADAPTER_API_DOCS (openapi.json loads nothing).

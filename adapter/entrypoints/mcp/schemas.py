@@ -122,6 +122,10 @@ class CommitImportOut(BaseModel):
     legacy_batch_id: str | None
     record_count: int
     replayed: bool
+    records_sent: int | None = None
+    """While ``in_progress``: the records the legacy system has taken so far."""
+    message: str | None = None
+    """What to do next, in words, when the answer is not final (in_progress, outcome_unknown, ...)."""
 
 
 class AbortImportIn(_In):
@@ -131,10 +135,23 @@ class AbortImportIn(_In):
 class AbortImportOut(BaseModel):
     handle: str
     status: str
+    abort_requested: bool = False
+    """The import was committing: the abort takes effect when the commit ends (see ``message``)."""
+    message: str | None = None
+
+
+WaitSeconds = Field(
+    default=None,
+    description="Optional. Wait up to this many seconds (capped by the server's wait budget) and answer as "
+    "soon as the status changes, instead of at once.",
+    ge=0,
+    le=60,
+)
 
 
 class GetImportStatusIn(_In):
     handle: str = Handle
+    wait_seconds: float | None = WaitSeconds
 
 
 class OperationSummaryOut(BaseModel):
@@ -161,6 +178,7 @@ class GetOperationStatusIn(_In):
     idempotency_key: str | None = Field(
         default=None, description="The idempotency key the call used.", max_length=200
     )
+    wait_seconds: float | None = WaitSeconds
 
 
 class HistoryEntryOut(BaseModel):
@@ -175,4 +193,8 @@ class OperationStatusOut(BaseModel):
     kind: str
     status: str
     result: dict[str, Any] | None
+    records_sent: int | None = None
+    """While a commit is ``in_progress``: the records the legacy system has taken so far."""
+    record_count: int | None = None
+    """A commit's record total."""
     history: list[HistoryEntryOut]

@@ -15,10 +15,10 @@ from typing import Any
 from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult
+from mcp.server.extension import Extension, compose_tool_call_handler
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import RequestStateBoundary, RequestStateSecurity
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp_types import (
@@ -37,32 +37,52 @@ from mcp_types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    Result,
     ServerCapabilities,
     SubscribeRequestParams,
+    SubscriptionFilter,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     TextContent,
     TextResourceContents,
     UnsubscribeRequestParams,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from adapter import __version__
 from adapter.config import Settings
 from adapter.domain.cursors import InvalidCursor
-from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest
+from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest, OperationNotFound
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.domain.quotas import QuotaExceeded
+from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
 from adapter.entrypoints.mcp.catalog import DEFAULT_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401 (kept name)
 from adapter.entrypoints.mcp.catalog import TARGETS_URI, instructions, present_tools, read_targets
-from adapter.entrypoints.mcp.confirm import ConfirmPolicy
 from adapter.entrypoints.mcp.eras import EraGate, era_of
 from adapter.entrypoints.mcp.identity import Unauthenticated, current_principal
 from adapter.entrypoints.mcp.legacy import LegacySubscriptions, connection_of
+from adapter.entrypoints.mcp.listen import ListenStreams, TaskUpdated
 from adapter.entrypoints.mcp.observability import OnRequest, RequestLog, spans_wanted
-from adapter.entrypoints.mcp.tools import Call, Tool, build_tools, json_schema, run_in_thread
-from adapter.services import ImportService
+from adapter.entrypoints.mcp.tasks import (
+    TASKS,
+    TaskNotification,
+    TaskNotificationParams,
+    TasksExtension,
+    declares_tasks,
+)
+from adapter.entrypoints.mcp.tools import (
+    Call,
+    StartTask,
+    Tool,
+    build_tools,
+    commit_out,
+    json_schema,
+    run_in_thread,
+    start_commit,
+)
+from adapter.services import CommitState, ImportService
+from adapter.services.commit.confirmation import Commit
 from adapter.services.listing import ImportChange
 from adapter.services.quotas import Slots
 
@@ -72,10 +92,24 @@ SERVER_NAME = "legacy-import-adapter"
 URI_PREFIX = "import://"
 INVALID_PARAMS = -32602
 QUOTA_EXCEEDED = -32029  # implementation-defined server error (the -32000..-32099 range), as HTTP 429
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+METHOD_NOT_FOUND = -32601
 
 
 def import_uri(handle: str) -> str:
     return URI_PREFIX + handle
+
+
+def _task_ids(extra: dict[str, Any] | None) -> list[str] | None:
+    """The ``taskIds`` a listen request asked for (an extension key of its filter), or None."""
+    value = (extra or {}).get("taskIds")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and 0 < len(item) <= 64 for item in value
+    ):
+        raise MCPError(INVALID_PARAMS, "taskIds must be a list of task ids")
+    return list(dict.fromkeys(value))
 
 
 def _handle_of(uri: str) -> str | None:
@@ -88,6 +122,38 @@ def _handle_of(uri: str) -> str | None:
 def tool_error(code: str, message: str) -> CallToolResult:
     """A business error as the model sees it: ``isError`` with a stable code before the colon."""
     return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")], is_error=True)
+
+
+def _tool_result(out: BaseModel) -> CallToolResult:
+    """A tool's output model as its result: the structured content, and the same JSON as text."""
+    structured = out.model_dump(mode="json")
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
+    )
+
+
+def _apply(server: Server[Any], extension: Extension, call_tool: Any) -> None:
+    """Apply an SDK extension to the low-level server, as ``MCPServer(extensions=...)`` would: its
+    methods (gated to their protocol versions), its ``tools/call`` interceptor, its advertisement."""
+    for binding in extension.methods():
+        handler = binding.handler
+        if binding.protocol_versions is not None:
+            handler = _version_gated(binding.handler, binding.protocol_versions, binding.method)
+        server.add_request_handler(binding.method, binding.params_type, handler)
+    server.add_request_handler(
+        "tools/call", CallToolRequestParams, compose_tool_call_handler([extension], call_tool)
+    )
+    server.extensions[extension.identifier] = extension.settings()
+
+
+def _version_gated(handler: Any, versions: frozenset[str], method: str) -> Any:
+    async def gated(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        if ctx.protocol_version not in versions:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+        result: HandlerResult = await handler(ctx, params)
+        return result
+
+    return gated
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -113,6 +179,10 @@ class _AdapterServer(Server[Any]):
     def get_capabilities(self, *args: Any, **kwargs: Any) -> ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
         update: dict[str, Any] = {}
+        if era_of(kwargs.get("protocol_version")) != "modern" and capabilities.extensions:
+            # The Tasks extension is declared per request, a 2026-07-28 notion: not offered to a session.
+            rest = {k: v for k, v in capabilities.extensions.items() if k != TASKS}
+            update["extensions"] = rest or None
         if capabilities.tools is not None:
             update["tools"] = capabilities.tools.model_copy(update={"list_changed": None})
         if capabilities.prompts is not None:
@@ -143,22 +213,26 @@ class McpGateway:
         self._on_request = on_request  # told each request's outcome (the app's metrics)
         self.bus = OwnerScopedBus()
         self.legacy = LegacySubscriptions()  # resources/subscribe of 2025-era sessions
-        self._listen = ListenHandler(self.bus)
+        self._listen = ListenStreams(self.bus)
         # Listen streams per principal (the SDK bounds only the total), see adapter/services/quotas.py.
         self.listen_slots = Slots(service.ctx.quotas.max_listens_per_principal, "max_listens_per_principal")
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         # Targets described, names prefixed (ADAPTER_TOOL_PREFIX): see catalog.py.
+        self._wait = service.ctx.commit_policy.wait_seconds
         self.tools: dict[str, Tool] = {
             tool.name: tool
             for tool in present_tools(
-                build_tools(service.ctx.default_ttl_seconds), service.ctx.targets, settings.tool_prefix
+                build_tools(service.ctx.default_ttl_seconds, self._wait),
+                service.ctx.targets,
+                settings.tool_prefix,
             )
         }
         # The tools that may ask the client something mid-call: a 2025-era call of one answers
         # over SSE (adapter/entrypoints/http/answers.py).
         self.streamed_tools = frozenset(name for name, tool in self.tools.items() if tool.may_ask_user)
-        self._confirm = ConfirmPolicy(
-            settings.confirm_commit, settings.confirm_max_rounds, settings.confirm_max_seconds
+        # Tasks (SEP-2663): a commit of a request that declared the extension becomes a task.
+        self.tasks = TasksExtension(
+            service, self._principal, self.streamed_tools, self.call_tool_as_task, self._commit_tool_result
         )
         self.server = self._build()
 
@@ -188,6 +262,7 @@ class McpGateway:
             # internal tools/list through the middleware (which logged a second line per call).
             get_tool_input_schema=self._tool_input_schema,
         )
+        _apply(server, self.tasks, self.call_tool)
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
         if not spans_wanted(self.settings.otel_spans):
             # The SDK's documented opt-out: drop its span middleware from the list.
@@ -227,6 +302,11 @@ class McpGateway:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult:
+        return await self._call_tool(ctx, params, None)  # type: ignore[return-value]
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams, start_task: StartTask | None
+    ) -> CallToolResult | Result:
         tool = self.tools.get(params.name)
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -234,17 +314,41 @@ class McpGateway:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
             return tool_error(InvalidRequest.code, _validation_message(exc))
-        call = Call(self._principal(), self.service, ctx, params, self._confirm)
+        call = Call(self._principal(), self.service, ctx, params, self._wait, start_task)
         try:
             out = await tool.run(call, args)
         except AdapterError as exc:
             return tool_error(exc.code, exc.message)
-        if isinstance(out, InputRequiredResult):
+        if isinstance(out, Result):  # input_required, or a task
             return out
-        structured = out.model_dump(mode="json")
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(structured))], structured_content=structured
-        )
+        return _tool_result(out)
+
+    async def call_tool_as_task(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | Result:
+        """``commit_import`` for a request that declared the Tasks extension (``tasks.py``)."""
+        return await self._call_tool(ctx, params, self._start_task)
+
+    async def _start_task(self, call: Call, handle: str, step: Commit) -> BaseModel:
+        """The confirmed commit, answered as a task once claimed; a replay of a finished commit is
+        answered with its result as usual."""
+        started = await start_commit(call, handle, step)
+        if isinstance(started, CommitResult) and (
+            started.status != "in_progress" or started.operation_id is None
+        ):
+            return commit_out(started, self._wait)
+        operation_id = started.operation_id
+        assert operation_id is not None
+        state = await run_in_thread(self.service.commit_state, call.principal, operation_id)
+        return self.tasks.created(state)
+
+    def _commit_tool_result(self, state: CommitState) -> dict[str, Any]:
+        """What ``commit_import`` would answer for this commit, as the task's inlined result."""
+        try:
+            result = _tool_result(commit_out(state.answer, self._wait))
+        except AdapterError as exc:
+            result = tool_error(exc.code, exc.message)
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     # --- prompts -------------------------------------------------------------------------------
 
@@ -341,34 +445,58 @@ class McpGateway:
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
-        """Honor resource subscriptions only for the caller's own imports; drop the rest silently.
+        """Honor resource subscriptions only for the caller's own imports, and ``taskIds`` (the Tasks
+        extension, declared on this request) only for the caller's own commits; drop the rest silently.
 
         ``resourcesListChanged`` is honored for the caller's own import list; tool and prompt list
         changes are never sent, so they are not acknowledged.
         """
         principal = self._principal()
         requested = params.notifications.resource_subscriptions or []
+        task_ids = _task_ids(params.notifications.model_extra)
+        if task_ids is not None and not declares_tasks(ctx):
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability",
+                data={"requiredCapabilities": {"extensions": {TASKS: {}}}},
+            )
         quotas = self.service.ctx.quotas
         try:
-            if len(requested) > quotas.max_uris_per_listen:
+            if len(requested) + len(task_ids or ()) > quotas.max_uris_per_listen:
                 raise QuotaExceeded(
-                    f"at most {quotas.max_uris_per_listen} resource URIs per listen request",
+                    f"at most {quotas.max_uris_per_listen} resource URIs and task ids per listen request",
                     "max_uris_per_listen",
                     quotas.max_uris_per_listen,
                 )
             with self.listen_slots.hold(f"{principal.tenant}/{principal.subject}", "listen streams"):
                 owned = [uri for uri in requested if await self._owns(principal, uri)]
-                notifications = params.notifications.model_copy(
-                    update={
-                        "resource_subscriptions": owned or None,
-                        "tools_list_changed": None,
-                        "prompts_list_changed": None,
-                    }
+                tasks = [task for task in task_ids or () if await self._owns_task(principal, task)]
+                notifications = SubscriptionFilter(
+                    resources_list_changed=params.notifications.resources_list_changed,
+                    resource_subscriptions=owned or None,
                 )
                 with listening_as(principal):
-                    return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
+                    return await self._listen(
+                        ctx,
+                        params.model_copy(update={"notifications": notifications}),
+                        task_ids=tasks if task_ids is not None else None,
+                        task_frame=lambda task_id, meta: self._task_frame(principal, task_id, meta),
+                    )
         except QuotaExceeded as exc:
             raise MCPError(QUOTA_EXCEEDED, str(exc), data={"code": exc.code, "limit": exc.limit}) from None
+
+    async def _owns_task(self, principal: Principal, task_id: str) -> bool:
+        try:
+            await run_in_thread(self.service.commit_state, principal, task_id)
+        except OperationNotFound:
+            return False
+        return True
+
+    async def _task_frame(self, principal: Principal, task_id: str, meta: dict[str, Any]) -> Any:
+        fields = await self.tasks.detailed(principal, task_id)
+        if fields is None:
+            return None
+        return TaskNotification(params=TaskNotificationParams.model_validate({**fields, "_meta": meta}))
 
     async def _owns(self, principal: Any, uri: str) -> bool:
         handle = _handle_of(uri)
@@ -418,6 +546,8 @@ class McpGateway:
             uri = import_uri(change.handle)
             await self.bus.publish(ResourceUpdated(uri=uri))
             await self.legacy.resource_updated(uri)
+            for operation_id in change.operations:  # a task's change, for streams that listen for it
+                await self.bus.publish(TaskUpdated(operation_id))  # type: ignore[arg-type]
         for owner in dict.fromkeys(c.list_owner for c in changes if c.list_owner is not None):
             await self.bus.publish(ResourcesListChanged(), owner=owner)
             await self.legacy.list_changed(owner)

@@ -8,6 +8,8 @@ to its output model. Business rules live in ``adapter.services``; this module on
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -21,20 +23,36 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject, question_text
-from adapter.domain.errors import ConfirmationStale, InvalidRequest, LegacyUnavailable, error_for_code
+from adapter.domain.errors import ConfirmationStale, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
-from adapter.entrypoints.mcp.confirm import Answer, ConfirmPolicy, ask_in_session, question, read_answer
+from adapter.entrypoints.mcp.confirm import ask_in_session, question, read_answer, should_ask
 from adapter.entrypoints.mcp.eras import era_of
-from adapter.services import CancelToken, Decision, ImportService
+from adapter.services import CancelToken, CommitRun, ImportService
+from adapter.services.commit.confirmation import Ask, Commit, Declined
 
-__all__ = ["Call", "Tool", "build_tools", "json_schema", "run_cancellable", "run_in_thread"]
+__all__ = [
+    "Call",
+    "StartTask",
+    "Tool",
+    "build_tools",
+    "commit_and_wait",
+    "commit_out",
+    "json_schema",
+    "run_cancellable",
+    "run_in_thread",
+    "start_commit",
+]
 
 T = TypeVar("T")
 
 log = logging.getLogger("adapter.mcp.tools")
+
+
+StartTask = Callable[["Call", str, Commit], Awaitable[BaseModel]]
+"""Starts a confirmed commit as a task and answers with it (``tasks.py``): for a request that
+declared the Tasks extension."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +63,9 @@ class Call:
     service: ImportService
     ctx: ServerRequestContext[Any, Any]
     params: CallToolRequestParams
-    confirm: ConfirmPolicy
+    wait_seconds: float
+    """How long the request waits for a commit or a status change (``ADAPTER_COMMIT_WAIT_SECONDS``)."""
+    start_task: StartTask | None = None
 
 
 ToolFn = Callable[[Call, Any], Awaitable[BaseModel | InputRequiredResult]]
@@ -166,156 +186,129 @@ async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
     )
 
 
-async def commit_import(call: Call, args: s.CommitImportIn) -> s.CommitImportOut | InputRequiredResult:
-    """Confirm (when the policy and the client allow), then commit with progress and cancellation.
+async def commit_import(
+    call: Call, args: s.CommitImportIn
+) -> s.CommitImportOut | InputRequiredResult | BaseModel:
+    """Drive the commit conversation (``services/commit/confirmation.py``), then commit.
 
-    An answer commits only what its question described (``expect``), and only once per round.
+    2026-07-28: each question is an ``input_required`` round, answered by the client's retry. The
+    2025 era: each question is asked on the session inside this request. Then the commit starts as
+    the server's work; the answer comes when it ends or after the wait budget (``in_progress``), or,
+    for a request that declared the Tasks extension, at once as a task (``call.start_task``).
     """
-    if era_of(call.ctx.protocol_version) == "legacy":
-        return await _commit_legacy_era(call, args)
-    answer = read_answer(call.params.request_state, call.params.input_responses, call.confirm)
+    conversation = call.service.conversation
+    in_session = era_of(call.ctx.protocol_version) == "legacy"
+    answer = None if in_session else read_answer(call.params.request_state, call.params.input_responses)
+    key = args.idempotency_key
+    step: Ask | Commit | Declined
     if answer is None:
-        if not call.confirm.should_ask(call.ctx):
-            return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
-        subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
-        if subject is not None:
-            return question(subject, 1, None)
-        try:  # nothing to ask about: the commit explains why not, or answers a replay
-            return _commit_out(await _commit_unasked(call, args))
-        except ConfirmationStale as became:  # it became committable since: ask about it
-            if not isinstance(became.current, CommitSubject):
-                raise
-            return question(became.current, 1, None)
-    return await _answered(call, args, answer)
-
-
-async def _commit_unasked(call: Call, args: s.CommitImportIn) -> CommitResult:
-    """A commit for which a question was due but there was nothing to ask about.
-
-    It may answer from the record or refuse; if records arrived (or a commit in flight gave the
-    import back) since the import was read, it raises ``ConfirmationStale`` instead of starting.
-    """
-    return await _commit_with_progress(call, args.handle, args.idempotency_key, NOTHING_CONFIRMED)
-
-
-async def _answered(
-    call: Call, args: s.CommitImportIn, answer: Answer
-) -> s.CommitImportOut | InputRequiredResult:
-    decision = await run_in_thread(
-        call.service.record_confirmation, call.principal, answer.round_id, answer.subject, answer.decision
-    )
-    if decision is Decision.DECLINED:
-        return _declined(args.handle, answer.subject.record_count)
-    if decision is Decision.ACCEPTED:
-        # A final round delivered twice must commit once, so it carries a key of its own.
-        key = args.idempotency_key or f"confirmed:{answer.round_id}"
+        ask = should_ask(call.ctx, conversation.rules)
+        step = await run_in_thread(conversation.start, call.principal, args.handle, key=key, ask=ask)
+    else:
+        step = await run_in_thread(conversation.answer, call.principal, args.handle, *answer, key=key)
+    while True:
+        if isinstance(step, Declined):
+            return _declined(args.handle, step.record_count)
+        if isinstance(step, Ask):
+            if not in_session:
+                return question(step.round)
+            decision = await ask_in_session(call.ctx, step.round, conversation.rules)
+            step = await run_in_thread(
+                conversation.answer, call.principal, args.handle, step.round, decision, key=key
+            )
+            continue
         try:
-            return _commit_out(await _commit_with_progress(call, args.handle, key, answer.subject))
-        except ConfirmationStale as stale:
-            await run_in_thread(call.service.confirmation_stale, answer.round_id)
-            current = stale.current if isinstance(stale.current, CommitSubject) else None
-            if current is None or answer.round >= call.confirm.max_rounds:
-                raise
-            return question(current, answer.round + 1, answer.started)
-    # Missing (no usable answer), or an accepted round that went stale: ask again, with today's numbers.
-    if answer.round >= call.confirm.max_rounds:
-        raise _ConfirmationMissing()
-    current = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
-    if current is None:
-        raise ConfirmationStale(None)
-    return question(current, answer.round + 1, answer.started)
+            if call.start_task is not None:
+                return await call.start_task(call, args.handle, step)
+            return commit_out(await commit_and_wait(call, args.handle, step), call.wait_seconds)
+        except ConfirmationStale as stale:  # the import changed since it was shown: ask again
+            step = await run_in_thread(conversation.stale, step.round, stale)
 
 
-async def _commit_legacy_era(call: Call, args: s.CommitImportIn) -> s.CommitImportOut:
-    """The 2025 era: the same policy and the same subject, asked inside this request.
+async def commit_and_wait(call: Call, handle: str, step: Commit) -> CommitResult:
+    """Start the commit and wait for it at most the wait budget, forwarding its progress.
 
-    The question (``elicitation/create`` on the session) names the subject: import, target, record
-    count and staged content. An accept commits only that subject (``expect``, checked in the claim
-    transaction); if records were added meanwhile the user is asked again with the new figures, at
-    most ``max_rounds`` times in all, then ``confirmation_stale`` as in the 2026-07-28 era. The
-    question lives inside one request, so it cannot be replayed.
+    A commit already running (a repeat with the same key, or of the same import) is waited for the
+    same way, and answered from the record.
     """
-    if not call.confirm.should_ask(call.ctx):
-        return _commit_out(await _commit_with_progress(call, args.handle, args.idempotency_key, None))
-    stale: ConfirmationStale | None = None
-    for _ in range(call.confirm.max_rounds):
-        subject = await run_in_thread(call.service.confirmation_subject, call.principal, args.handle)
-        try:
-            if subject is None:  # nothing to ask about: the commit explains why not, or answers a replay
-                return _commit_out(await _commit_unasked(call, args))
-            decision = await ask_in_session(call.ctx, question_text(subject), call.confirm)
-            if decision is Decision.DECLINED:
-                return _declined(args.handle, subject.record_count)
-            stale = None
-            if decision is Decision.ACCEPTED:
-                return _commit_out(
-                    await _commit_with_progress(call, args.handle, args.idempotency_key, subject)
-                )
-        except ConfirmationStale as changed:  # the import changed since it was read: ask again
-            if not isinstance(changed.current, CommitSubject):
-                raise
-            stale = changed
-    raise stale if stale is not None else _ConfirmationMissing()
+    started = await start_commit(call, handle, step)
+    if isinstance(started, CommitResult):
+        if started.status != "in_progress" or started.operation_id is None:
+            return started
+        view = await call.service.operation_status_async(
+            call.principal, operation_id=started.operation_id, wait_seconds=call.wait_seconds
+        )
+        if view.status == "in_progress":
+            return dataclasses.replace(started, records_sent=view.records_sent)
+        state = await run_in_thread(call.service.commit_state, call.principal, started.operation_id)
+        return dataclasses.replace(state.answer, replayed=True)
+    return await _wait_for_run(call, started)
 
 
-def _declined(handle: str, record_count: int) -> s.CommitImportOut:
-    return s.CommitImportOut(
-        handle=handle,
-        status="declined",
-        operation_id=None,
-        legacy_batch_id=None,
-        record_count=record_count,
-        replayed=False,
+async def start_commit(call: Call, handle: str, step: Commit) -> CommitRun | CommitResult:
+    return await run_in_thread(
+        call.service.start_commit, call.principal, handle, idempotency_key=step.key, expect=step.expect
     )
 
 
-class _ConfirmationMissing(InvalidRequest):
-    def __init__(self) -> None:
-        super().__init__("the confirmation was not answered; call commit_import again")
-
-
-async def _commit_with_progress(
-    call: Call, handle: str, key: str | None, expect: CommitSubject | None
-) -> CommitResult:
-    """The commit in a worker thread; its progress reports go out from the event loop, in order.
+async def _wait_for_run(call: Call, run: CommitRun) -> CommitResult:
+    """The run's result, or ``in_progress`` after the wait budget; its progress goes out from the
+    event loop, in order, and stops at the answer. A cancellation of this request before the answer
+    stops the commit (before COMMIT); after the answer nothing but the owner can stop it.
 
     The commit thread only queues a report (it never waits for the loop, which under load costs it
-    a loop turn per report); one task sends them, and the result is returned after the last one.
+    a loop turn per report); one task sends them, and the answer is returned after the last one.
     """
     session = call.ctx.session
     loop = asyncio.get_running_loop()
     reports: asyncio.Queue[tuple[float, int] | None] = asyncio.Queue()
-    cancelled: list[CancelToken] = []
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def queue(value: float, total: int) -> None:
+        loop.call_soon_threadsafe(reports.put_nowait, (value, total))
+
+    def end() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    def wake(_: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(end)
 
     async def deliver() -> None:
         while (report := await reports.get()) is not None:
             value, total = report
-            if cancelled and cancelled[0].cancelled:
-                continue  # after a cancellation nothing more is sent for this request
             try:
                 await session.report_progress(value, total, progress_message(value, total))
             except Exception:  # a gone client must not break the commit
                 log.debug("progress report failed", exc_info=True)
 
-    def commit(token: CancelToken) -> CommitResult:
-        cancelled.append(token)
-
-        def progress(value: float, total: int) -> None:
-            if not token.cancelled:
-                loop.call_soon_threadsafe(reports.put_nowait, (value, total))
-
-        return call.service.commit(
-            call.principal, handle, idempotency_key=key, progress=progress, cancel=token, expect=expect
-        )
-
+    unwatch = run.watch(queue)
+    run.done.add_done_callback(wake)
     sender = loop.create_task(deliver())
     try:
-        result = await run_cancellable(commit)
-        reports.put_nowait(None)  # after every report the commit queued, so those are sent first
+        with anyio.move_on_after(call.wait_seconds):
+            await ended
+        unwatch()
+        reports.put_nowait(None)  # after every report already queued, so those are sent first
         await sender
+    except anyio.get_cancelled_exc_class():
+        run.cancel()  # the caller went away before the answer: stop before COMMIT
+        raise
     finally:
+        unwatch()
         sender.cancel()  # a no-op once it is done; stops it on a cancellation or an error
-    return result
+    if run.done.done():
+        return run.done.result()
+    return CommitResult(
+        handle=run.claim.handle,
+        status="in_progress",
+        operation_id=run.operation_id,
+        legacy_batch_id=None,
+        record_count=run.claim.total,
+        replayed=False,
+        records_sent=run.sent,
+    )
 
 
 def progress_message(value: float, total: int) -> str:
@@ -326,7 +319,20 @@ def progress_message(value: float, total: int) -> str:
     return f"{sent} of {total} records sent; the legacy system is working on the next ones"
 
 
-def _commit_out(result: CommitResult) -> s.CommitImportOut:
+def _declined(handle: str, record_count: int) -> s.CommitImportOut:
+    return s.CommitImportOut(
+        handle=handle,
+        status="declined",
+        operation_id=None,
+        legacy_batch_id=None,
+        record_count=record_count,
+        replayed=False,
+        message="The user declined; nothing was committed and the import is still open.",
+    )
+
+
+def commit_out(result: CommitResult, wait_seconds: float) -> s.CommitImportOut:
+    """A commit answer as the tool's result; ``failed`` (COMMIT never sent) is raised as its error."""
     if result.status == "failed":
         # COMMIT was never sent, so nothing was applied: a true failure, safe to retry.
         raise error_for_code(result.error or LegacyUnavailable.code)(_NOT_APPLIED)
@@ -337,19 +343,62 @@ def _commit_out(result: CommitResult) -> s.CommitImportOut:
         legacy_batch_id=result.legacy_batch_id,
         record_count=result.record_count,
         replayed=result.replayed,
+        records_sent=result.records_sent,
+        message=next_step(result, wait_seconds),
     )
+
+
+def next_step(result: CommitResult, wait_seconds: float) -> str | None:
+    """What the model should do next, in words, for an answer that is not final."""
+    follow = (
+        f'Call get_operation_status with operation_id "{result.operation_id}" and wait_seconds '
+        f"{wait_seconds:g}, again until its status is no longer {{status}}"
+    )
+    if result.status == "in_progress":
+        sent = (
+            f" ({result.records_sent} of {result.record_count} records sent so far)"
+            if result.records_sent
+            else ""
+        )
+        return (
+            f"The commit goes on in the background on the server{sent}. Do not call commit_import again. "
+            + follow.format(status="in_progress")
+            + ": succeeded means committed. To stop it, call abort_import (before COMMIT nothing lands; "
+            "after, the batch is voided)."
+        )
+    if result.status == "outcome_unknown":
+        return (
+            "The legacy system has not confirmed whether the batch landed; it is being asked. Do not commit "
+            "again. " + follow.format(status="outcome_unknown") + "."
+        )
+    if result.status == "cancelled":
+        return "The commit stopped before COMMIT; nothing was committed and the import is open again."
+    return None
 
 
 _NOT_APPLIED = "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
 
 
 async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
-    result = await run_in_thread(call.service.abort, call.principal, args.handle)
-    return s.AbortImportOut(handle=result.handle, status=result.status)
+    result = await run_in_thread(
+        call.service.abort, call.principal, args.handle, wait_seconds=call.wait_seconds
+    )
+    message = None
+    if result.abort_requested:
+        message = (
+            "The import was still committing. The abort is recorded: the commit stops before COMMIT and "
+            "nothing lands, or, if COMMIT was already sent, its batch is voided once it is known to have "
+            f'landed. Call get_import_status with handle "{args.handle}" and wait_seconds '
+            f"{call.wait_seconds:g} "
+            "to see the end (aborted or compensated)."
+        )
+    return s.AbortImportOut(
+        handle=result.handle, status=result.status, abort_requested=result.abort_requested, message=message
+    )
 
 
 async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportStatusOut:
-    view = await call.service.status_async(call.principal, args.handle)
+    view = await call.service.status_async(call.principal, args.handle, wait_seconds=args.wait_seconds or 0)
     return s.ImportStatusOut(
         handle=view.handle,
         import_id=view.import_id,
@@ -367,17 +416,19 @@ async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportSt
 
 
 async def get_operation_status(call: Call, args: s.GetOperationStatusIn) -> s.OperationStatusOut:
-    view = await run_in_thread(
-        call.service.operation_status,
+    view = await call.service.operation_status_async(
         call.principal,
         operation_id=args.operation_id,
         idempotency_key=args.idempotency_key,
+        wait_seconds=args.wait_seconds or 0,
     )
     return s.OperationStatusOut(
         operation_id=view.operation_id,
         kind=view.kind,
         status=view.status,
         result=view.result,
+        records_sent=view.records_sent if view.status == "in_progress" else None,
+        record_count=view.record_count,
         history=[
             s.HistoryEntryOut(at=h.at, event=h.event, state=h.state, detail=h.detail) for h in view.history
         ],
@@ -393,8 +444,9 @@ def _hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnot
     )
 
 
-def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
-    """The tool catalogue. begin_import's description states the handle lifetime in force."""
+def build_tools(handle_ttl_seconds: int, wait_seconds: float = 4.0) -> tuple[Tool, ...]:
+    """The tool catalogue. Descriptions state the handle lifetime and the wait budget in force."""
+    wait = f"{wait_seconds:g}"
     return (
         Tool(
             "begin_import",
@@ -429,9 +481,11 @@ def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
             "commit_import",
             "Commit an import",
             "Commit every staged record as one batch in the legacy system. May ask the user to confirm. "
-            "Reports progress. A commit whose outcome could not be observed is reported as outcome_unknown "
-            "(never as failed); check it with get_operation_status. Retrying with the same idempotency_key "
-            "never commits twice.",
+            "Reports progress. A commit still running after "
+            f"{wait} seconds answers status in_progress with its operation_id and goes on in the background: "
+            "follow it with get_operation_status (wait_seconds) instead of calling commit_import again. A "
+            "commit whose outcome could not be observed is reported as outcome_unknown (never as failed); "
+            "check it with get_operation_status. Retrying with the same idempotency_key never commits twice.",
             s.CommitImportIn,
             s.CommitImportOut,
             _hints(read_only=False, destructive=True, idempotent=True),
@@ -441,7 +495,8 @@ def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
         Tool(
             "abort_import",
             "Abort an import",
-            "Abort an import: drop its staged records, or, if it was committed, void its legacy batch.",
+            "Abort an import: drop its staged records, or, if it was committed, void its legacy batch. A "
+            "commit still running is stopped before COMMIT, or its batch voided once it landed.",
             s.AbortImportIn,
             s.AbortImportOut,
             _hints(read_only=False, destructive=True, idempotent=True),
@@ -450,7 +505,8 @@ def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
         Tool(
             "get_import_status",
             "Import status",
-            "The import's state, record count, expiry and operations.",
+            "The import's state, record count, expiry and operations. With wait_seconds (at most "
+            f"{wait}) it answers as soon as any of them changes.",
             s.GetImportStatusIn,
             s.ImportStatusOut,
             _hints(read_only=True, destructive=False, idempotent=True),
@@ -459,7 +515,10 @@ def build_tools(handle_ttl_seconds: int) -> tuple[Tool, ...]:
         Tool(
             "get_operation_status",
             "Operation status",
-            "The status, result and history of an operation, by operation_id or idempotency_key.",
+            "The status, result and history of an operation, by operation_id or idempotency_key; a running "
+            f"commit's progress. With wait_seconds (at most {wait}) it answers as soon as the status "
+            "changes: "
+            "call it again while the status is in_progress or outcome_unknown.",
             s.GetOperationStatusIn,
             s.OperationStatusOut,
             _hints(read_only=True, destructive=False, idempotent=True),

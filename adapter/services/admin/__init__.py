@@ -26,6 +26,7 @@ from adapter.services.admin.reads import (
     unresolved_age_seconds,
 )
 from adapter.services.context import ServiceContext
+from adapter.services.reconcile import Resume
 
 # The facade; ``X as X`` above re-exports the types and constants of ``reads`` and ``actions`` its
 # callers need.
@@ -34,8 +35,9 @@ from adapter.services.context import ServiceContext
 class AdminService:
     """The operator use cases, as one object for the admin API, the ops CLI and the dashboard."""
 
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: ServiceContext, *, resume: Resume | None = None) -> None:
         self.ctx = ctx
+        self._resume = resume  # the import service's: a reconcile runs again a commit left before COMMIT
 
     def list_operations(
         self, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
@@ -52,7 +54,7 @@ class AdminService:
         return get_import(self.ctx, import_id)
 
     def act(self, operation_id: str, action: str, *, actor: str, reason: str | None = None) -> ActionResult:
-        return act(self.ctx, operation_id, action, actor=actor, reason=reason)
+        return act(self.ctx, operation_id, action, actor=actor, reason=reason, resume=self._resume)
 
     def status_counts(self) -> dict[str, int]:
         return status_counts(self.ctx)

@@ -17,7 +17,7 @@ from adapter.ports.legacy import LegacyError
 from adapter.services.abort import compensate_import
 from adapter.services.context import ServiceContext
 from adapter.services.leases import release_lease
-from adapter.services.reconcile import reconcile_operation
+from adapter.services.reconcile import Resume, reconcile_operation
 
 __all__ = ["ActionResult", "act"]
 
@@ -32,9 +32,18 @@ class ActionResult:
 
 
 def act(
-    ctx: ServiceContext, operation_id: str, action: str, *, actor: str, reason: str | None = None
+    ctx: ServiceContext,
+    operation_id: str,
+    action: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    resume: Resume | None = None,
 ) -> ActionResult:
-    """Run an operator action and audit it. Raises OperationNotFound, InvalidRequest, InvalidState."""
+    """Run an operator action and audit it. Raises OperationNotFound, InvalidRequest, InvalidState.
+
+    ``resume`` lets ``reconcile`` run again a commit whose worker went away before COMMIT (the
+    server's own reconciler does the same), instead of judging it."""
     if action not in set(OperatorAction):
         raise InvalidRequest(f"unknown action {action!r}")
     if action == OperatorAction.RESOLVE and not (reason and reason.strip()):
@@ -48,7 +57,11 @@ def act(
             raise OperationNotFound()
         import_id = row.import_id
     try:
-        outcome, detail = _ACTIONS[OperatorAction(action)](ctx, operation_id, import_id, actor, reason)
+        chosen = OperatorAction(action)
+        if chosen is OperatorAction.RECONCILE:
+            outcome, detail = _reconcile(ctx, operation_id, actor, resume)
+        else:
+            outcome, detail = _ACTIONS[chosen](ctx, operation_id, import_id, actor, reason)
     except (AdapterError, LegacyError) as exc:
         _audit(ctx, operation_id, actor, action, reason, f"refused: {type(exc).__name__}")
         raise
@@ -62,9 +75,9 @@ def act(
 
 
 def _reconcile(
-    ctx: ServiceContext, operation_id: str, import_id: str | None, actor: str, reason: str | None
+    ctx: ServiceContext, operation_id: str, actor: str, resume: Resume | None
 ) -> tuple[str, dict[str, Any]]:
-    resolution = reconcile_operation(ctx, operation_id, by=f"operator:{actor}")
+    resolution = reconcile_operation(ctx, operation_id, by=f"operator:{actor}", resume=resume)
     if resolution is None:
         return "nothing to reconcile (already resolved, held by a worker, or too early to tell)", {}
     return f"reconciled: {resolution.finding}", {"finding": resolution.finding}
@@ -106,7 +119,6 @@ def _resolve(
 
 
 _ACTIONS = {
-    OperatorAction.RECONCILE: _reconcile,
     OperatorAction.COMPENSATE: _compensate,
     OperatorAction.RESOLVE: _resolve,
 }
