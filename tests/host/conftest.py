@@ -33,8 +33,17 @@ import uvicorn
 from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
 from adapter.entrypoints.http.app import create_app
+from adapter.host import Principal, TransportDecision
 from adapter.store.migrate import upgrade
 from tests.support.servers import free_port, stop_process
+
+HTTP_DECISION = TransportDecision(
+    operator="the tests (an instance of this kit's server per test)",
+    update_path="the working tree under test",
+    principal="each user's own bearer token",
+    network_path="loopback HTTP",
+    lifecycle="a shared service, started and stopped by the test",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ROOT / "interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -61,6 +70,11 @@ class OurServer:
             json.dumps({t: {"principal": p, "tenant": "acme"} for p, t in self.tokens.items()})
         )
         upgrade(self.database)
+
+    @property
+    def credentials(self) -> dict[Principal, str]:
+        """The host's credentials for this server: each principal of tenant acme, its own token."""
+        return {Principal(p, "acme"): token for p, token in self.tokens.items()}
 
     @property
     def database(self) -> str:

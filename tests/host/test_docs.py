@@ -30,8 +30,9 @@ def test_the_example_wires_two_servers_in_under_40_lines() -> None:
 
 async def test_the_example_commits_on_both_servers(our_servers: dict[str, Any]) -> None:
     _, namespace = example()
-    tokens = {name: server.tokens for name, server in our_servers.items()}
-    calls = await namespace["commit_on_both"](our_servers["eu"].url, our_servers["us"].url, tokens)
+    tokens = {name: server.credentials for name, server in our_servers.items()}
+    urls = {name: server.url for name, server in our_servers.items()}
+    calls = await namespace["commit_on_both"](urls, tokens)
     assert [(c.qualified, c.state) for c in calls] == [
         ("eu.commit_import", CallState.COMPLETED),
         ("us.commit_import", CallState.COMPLETED),
@@ -44,11 +45,12 @@ async def test_the_example_resolves_lost_commits_through_the_status_tool(
     from legacy_sim.client import LegacyClient
 
     _, namespace = example()
-    tokens = {name: server.tokens for name, server in our_servers.items()}
+    tokens = {name: server.credentials for name, server in our_servers.items()}
+    urls = {name: server.url for name, server in our_servers.items()}
     legacy = LegacyClient(*legacy_address, timeout=5.0)
     legacy.faults(drop_after_commit=1.0)
     try:
-        calls = await namespace["commit_on_both"](our_servers["eu"].url, our_servers["us"].url, tokens)
+        calls = await namespace["commit_on_both"](urls, tokens)
     finally:
         legacy.faults(drop_after_commit=0.0)
         legacy.close()
