@@ -37,7 +37,7 @@ from adapter.host.builder import (
 from adapter.host.connection import Connection, Principal
 from adapter.host.consent import ConsentCallback
 from adapter.host.elicit import answer
-from adapter.host.errors import HostError, PolicyDenied, ServerFailed, UnknownCapability
+from adapter.host.errors import HostError, PolicyDenied, ServerFailed, UnknownCapability, unwrap
 from adapter.host.lifecycle import Call, CallState, FollowUp, StatusAction
 from adapter.host.policy import Risk, ServerRule, Trust
 from adapter.host.registry import Entry, fingerprint
@@ -146,24 +146,23 @@ class CallRunner:
         host, call = self.host, p.call
         deadline = anyio.current_time() + deadline_seconds if deadline_seconds is not None else None
         opened: list[Connection] = []
+        changed: UnknownCapability | None = None
         try:
             async with host.connect(call.server, p.principal) as conn:
                 opened.append(conn)
-                if call.effectful:
-                    if p.rule.recheck_contract:
-                        await self._recheck(conn, p)
-                    if not await self._ask(p, deadline):
+                if call.effectful and p.rule.recheck_contract:
+                    changed = await self._recheck(conn, p)
+                if changed is None:
+                    if call.effectful and not await self._ask(p, deadline):
                         host.audit_call(call)
                         return call
-                await self._rounds(conn, p, on_progress, deadline)
-        except UnknownCapability as exc:  # the contract changed since approval: nothing was sent
-            host.audit_unsent(p.principal, p.entry, exc, call)
-            raise
-        except Exception as exc:  # raised from the client's task group, e.g. a rejected response
+                    await self._rounds(conn, p, on_progress, deadline)
+        except Exception as caught:  # raised from the client's task group, e.g. a rejected response
+            exc = unwrap(caught)
             record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
             _note_request(call, record)
             if call.state is CallState.PLANNED and not unreachable(exc) and not isinstance(exc, ServerFailed):
-                host.audit_unsent(p.principal, p.entry, exc, call)
+                host.audit_unsent(p.principal, p.entry, caught, call)
                 raise
             if call.state is CallState.PLANNED:
                 kind = exc.kind if isinstance(exc, ServerFailed) else "unreachable"
@@ -173,17 +172,23 @@ class CallRunner:
                     host.went_down(call.server, p.principal)
             elif not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
                 self._settle_exception(p, record, exc)
+        if changed is not None:  # the contract changed since approval: nothing was sent
+            host.audit_unsent(p.principal, p.entry, changed, call)
+            raise changed
         host.audit_call(call)
         return call
 
-    async def _recheck(self, conn: Connection, p: Prepared) -> None:
-        """The second check before an effect: the tool's contract as the server declares it now."""
+    async def _recheck(self, conn: Connection, p: Prepared) -> UnknownCapability | None:
+        """The second check before an effect: the tool's contract as the server declares it now.
+
+        Returns the refusal rather than raising it: raised inside the connection, the SDK's task
+        group would wrap it."""
         tools = await all_tools(conn)
         current = next((t for t in tools if t.name == p.call.tool), None)
         if current is not None and fingerprint(current) == p.call.fingerprint:
-            return
+            return None
         self.host.apply_tools(p.call.server, tools)
-        raise UnknownCapability(
+        return UnknownCapability(
             f"{p.call.qualified}: its contract changed since it was approved; nothing was sent"
         )
 

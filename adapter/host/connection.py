@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation
+from mcp_types import DiscoverResult, Implementation
 from mcp_types.version import LATEST_MODERN_VERSION
 
 from adapter.host.era import Era, Evidence, Learnt, classify, discover_evidence
@@ -154,15 +154,19 @@ class ServerSpec:
         """Learn the era again on the next connection (the server changed, went down, or said so)."""
         self.learnt = None
 
-    def adopt(self, learnt: Learnt) -> None:
-        """Keep what a detection learnt, after checking it against the identity and required era."""
+    def check(self, learnt: Learnt) -> ServerFailed | None:
+        """Why what a detection learnt cannot be this server (identity, required era), or None."""
         name = learnt.server_info.name if learnt.server_info is not None else None
         if self.server_name is not None and name is not None and name != self.server_name:
-            raise ServerFailed(
-                "identity", f"{self.id}: server declares {name!r}, expected {self.server_name!r}"
-            )
+            why = f"{self.id}: server declares {name!r}, expected {self.server_name!r}"
+            return ServerFailed("identity", why)
         if self.require_era is not None and learnt.era != self.require_era:
-            raise ServerFailed("era", f"{self.id}: speaks the {learnt.era} era, {self.require_era} required")
+            return ServerFailed("era", f"{self.id}: speaks the {learnt.era} era, {self.require_era} required")
+        return None
+
+    def adopt(self, learnt: Learnt) -> None:
+        """Keep what a detection learnt (checked first by :meth:`check`); pins the declared name."""
+        name = learnt.server_info.name if learnt.server_info is not None else None
         if self.server_name is None and name:
             self.server_name = name
         self.learnt = learnt
@@ -242,7 +246,11 @@ def _client(
 
 
 def last_record(journal: WireJournal, method: str) -> WireRecord | None:
-    return next((r for r in reversed(journal.recent) if r.method == method), None)
+    """The latest record of ``method`` (or of a redirect of it the guard refused after it)."""
+    for record in reversed(journal.recent):
+        if record.method in (method, "(redirected)"):
+            return record
+    return None
 
 
 def failure_of(spec: ServerSpec, evidence: Evidence, exc: BaseException | None) -> ServerFailed:
@@ -250,6 +258,7 @@ def failure_of(spec: ServerSpec, evidence: Evidence, exc: BaseException | None) 
         Evidence.UNAUTHORIZED: "unauthorized",
         Evidence.UNREACHABLE: "unreachable",
         Evidence.INCOMPATIBLE: "era",
+        Evidence.MISROUTED: "identity",
     }.get(evidence, "unavailable")
     why = f": {type(exc).__name__}" if exc is not None else ""
     return ServerFailed(kind, f"{spec.id}: {kind}{why}")
@@ -259,43 +268,59 @@ def failure_of(spec: ServerSpec, evidence: Evidence, exc: BaseException | None) 
 async def _detect(
     spec: ServerSpec, http: httpx2.AsyncClient, journal: WireJournal, elicitation: Any | None
 ) -> AsyncIterator[Client]:
-    """Learn the era on this connection and keep the client that learnt it (see adapter.host.era)."""
-    evidence = Evidence.LEGACY
+    """Learn the era on this connection and keep the client that learnt it (see adapter.host.era).
+
+    Failures are raised outside the SDK's client context (inside it, its task group wraps them)."""
+    failure: ServerFailed | None = None
     if spec.require_era != "legacy":
         async with _client(spec, http, "modern", None, elicitation) as client:
-            try:
-                raw = await client.session.send_discover(LATEST_MODERN_VERSION)
-            except Exception as exc:
-                evidence = classify(exc, last_record(journal, "server/discover"))
-                if evidence is not Evidence.LEGACY:
-                    raise failure_of(spec, evidence, exc) from exc
-            else:
-                evidence, result = discover_evidence(raw)
-                if evidence is Evidence.MODERN and result is not None:
+            evidence, result, exc = await probe(client, journal)
+            if evidence is Evidence.MODERN and result is not None:
+                learnt = Learnt.modern(result)
+                failure = spec.check(learnt)
+                if failure is None:
                     client.session.adopt(result)
-                    spec.adopt(Learnt.modern(result))
+                    spec.adopt(learnt)
                     journal.expected_server = spec.server_name
                     yield client
                     return
-                if evidence is Evidence.INCOMPATIBLE:
-                    raise failure_of(spec, evidence, None)
-    if spec.require_era == "modern":
-        raise ServerFailed("era", f"{spec.id}: speaks only the handshake era; the 2026 era is required")
+            elif evidence is not Evidence.LEGACY:
+                failure = failure_of(spec, evidence, exc)
+    if failure is None and spec.require_era == "modern":
+        failure = ServerFailed("era", f"{spec.id}: speaks only the handshake era; the 2026 era is required")
+    if failure is not None:
+        raise failure
     try:
         entered = _client(spec, http, "legacy", None, elicitation)
         client = await entered.__aenter__()
     except Exception as exc:
         raise failure_of(spec, classify(exc, last_record(journal, "initialize")), exc) from exc
+    learnt = Learnt.legacy(client.protocol_version, client.server_info, client.instructions)
+    failure = spec.check(learnt)
+    if failure is not None:
+        await entered.__aexit__(None, None, None)
+        raise failure
+    spec.adopt(learnt)
+    journal.expected_server = spec.server_name
     try:
-        info = client.server_info
-        spec.adopt(Learnt.legacy(client.protocol_version, info, client.instructions))
-        journal.expected_server = spec.server_name
         yield client
     except BaseException as exc:
         await entered.__aexit__(type(exc), exc, exc.__traceback__)
         raise
     else:
         await entered.__aexit__(None, None, None)
+
+
+async def probe(
+    client: Client, journal: WireJournal
+) -> tuple[Evidence, DiscoverResult | None, BaseException | None]:
+    """One ``server/discover`` and what it is evidence of."""
+    try:
+        raw = await client.session.send_discover(LATEST_MODERN_VERSION)
+    except Exception as exc:
+        return classify(exc, last_record(journal, "server/discover")), None, exc
+    evidence, result = discover_evidence(raw)
+    return evidence, result, None
 
 
 def _check_handshake(spec: ServerSpec, client: Client, journal: WireJournal) -> None:

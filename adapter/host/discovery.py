@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adapter.host.errors import HostError, PolicyDenied, ServerFailed
+from adapter.host.errors import CorrelationError, HostError, PolicyDenied, ServerFailed
 from adapter.host.registry import Diff
 
 __all__ = ["DiscoveryReport", "ServerFailure", "failure_from"]
@@ -51,6 +51,8 @@ class DiscoveryReport:
 def failure_from(server: str, principal: str, exc: BaseException) -> ServerFailure:
     if isinstance(exc, ServerFailed):
         return ServerFailure(server, principal, exc.kind, str(exc))
+    if isinstance(exc, CorrelationError):  # another endpoint, name or version answered
+        return ServerFailure(server, principal, "identity", str(exc))
     if isinstance(exc, PolicyDenied):
         return ServerFailure(server, principal, "no_credentials", str(exc))
     if isinstance(exc, HostError):

@@ -44,6 +44,7 @@ class Evidence(StrEnum):
     TRANSIENT = "transient"  # 5xx, 408/429, timeouts, resets: retry, then report; no verdict
     UNREACHABLE = "unreachable"  # nothing reached the server
     INCOMPATIBLE = "incompatible"  # speaks only versions this host does not
+    MISROUTED = "misrouted"  # the answer came from another endpoint or identity than configured
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,13 @@ def classify(exc: BaseException, record: WireRecord | None) -> Evidence:
     """What a failed request says about the server, from the wire journal's record of it."""
     from mcp.shared.exceptions import MCPError
 
+    from adapter.host.errors import CorrelationError, unwrap
+
+    exc = unwrap(exc)
+    if record is not None and record.rejected and not record.sent:
+        return Evidence.MISROUTED
+    if isinstance(exc, CorrelationError):
+        return Evidence.MISROUTED
     if record is None or not record.sent:
         return Evidence.UNREACHABLE
     status = record.http_status

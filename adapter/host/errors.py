@@ -13,6 +13,7 @@ __all__ = [
     "PolicyDenied",
     "ServerFailed",
     "UnknownCapability",
+    "unwrap",
 ]
 
 
@@ -48,3 +49,10 @@ class ServerFailed(HostError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The one exception inside the SDK's task-group wrappers (an exception group of one), or ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -26,7 +26,7 @@ from adapter.host.consent import ConsentCallback, PreApprovals
 from adapter.host.discovery import DiscoveryReport, ServerFailure, failure_from
 from adapter.host.elicit import ElicitationHandler, answer
 from adapter.host.era import classify
-from adapter.host.errors import HostError, PolicyDenied, ServerFailed
+from adapter.host.errors import HostError, PolicyDenied, ServerFailed, unwrap
 from adapter.host.lifecycle import Call
 from adapter.host.policy import RETENTION_SECONDS, Policy, Risk
 from adapter.host.registry import Diff, Entry, Registry
@@ -128,7 +128,7 @@ class Host:
             try:
                 report.diffs[server] = await self.discover_server(server, principal)
             except Exception as exc:
-                report.failures[server] = self._failed(server, principal, exc)
+                report.failures[server] = self._failed(server, principal, unwrap(exc))
         return report
 
     async def discover_server(self, server: str, principal: Principal) -> Diff:
@@ -156,9 +156,10 @@ class Host:
         try:
             async with self.connect(server, principal, relearn=True) as conn:
                 return await all_tools(conn)
-        except HostError:
-            raise
-        except Exception as exc:
+        except Exception as caught:
+            exc = unwrap(caught)
+            if isinstance(exc, HostError):
+                raise exc from caught
             if unreachable(exc):
                 raise ServerFailed("unreachable", f"{server}: unreachable") from exc
             record = last_record(conn.journal, "tools/list") if conn is not None else None

@@ -28,8 +28,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from mcp_types.version import LATEST_MODERN_VERSION
 
-from adapter.host.connection import CLIENT_INFO, Connection, Principal, ServerSpec, failure_of, last_record
-from adapter.host.era import Era, Evidence, Learnt, classify, discover_evidence
+from adapter.host.connection import CLIENT_INFO, Connection, Principal, ServerSpec, failure_of, probe
+from adapter.host.era import Era, Evidence, Learnt
 from adapter.host.errors import ServerFailed
 from adapter.host.wire import CAPABILITIES_META, PROTOCOL_META, WireJournal, WireRecord, span_of
 
@@ -129,35 +129,43 @@ async def _open(
     """One child and its client, in the learnt era (learning it first when needed)."""
     learnt = spec.learnt
     era: Era | None = None if (relearn or learnt is None or not learnt.fresh) else learnt.era
+    failure: ServerFailed | None = None
     if era is None and spec.require_era != "legacy":
         journal = WireJournal(expected_server=spec.server_name)
         async with _client(spec, token, journal, "modern", None, elicitation) as client:
-            try:
-                raw = await client.session.send_discover(LATEST_MODERN_VERSION)
-            except Exception as exc:
-                evidence = classify(exc, last_record(journal, "server/discover"))
-                if evidence is not Evidence.LEGACY:
-                    raise failure_of(spec, evidence, exc) from exc
-            else:
-                evidence, result = discover_evidence(raw)
-                if evidence is Evidence.MODERN and result is not None:
+            evidence, result, exc = await probe(client, journal)
+            if evidence is Evidence.MODERN and result is not None:
+                found = Learnt.modern(result)
+                failure = spec.check(found)
+                if failure is None:
                     client.session.adopt(result)
-                    spec.adopt(Learnt.modern(result))
+                    spec.adopt(found)
                     journal.expected_server = spec.server_name
                     yield client, journal
                     return
-                if evidence is Evidence.INCOMPATIBLE:
-                    raise failure_of(spec, evidence, None)
-        if spec.require_era == "modern":
-            raise ServerFailed("era", f"{spec.id}: speaks only the handshake era; the 2026 era is required")
+            elif evidence is not Evidence.LEGACY:
+                failure = failure_of(spec, evidence, exc)
+        if failure is None and spec.require_era == "modern":
+            failure = ServerFailed(
+                "era", f"{spec.id}: speaks only the handshake era; the 2026 era is required"
+            )
+        if failure is not None:
+            raise failure
         era = "legacy"  # the first request fixed that child's era: a new child for the handshake
     journal = WireJournal(expected_server=spec.server_name)
     modern = learnt if era == "modern" else None
     async with _client(spec, token, journal, era or "legacy", modern, elicitation) as client:
         if era != "modern" or modern is None:
-            spec.adopt(Learnt.legacy(client.protocol_version, client.server_info, client.instructions))
-            journal.expected_server = spec.server_name
-        yield client, journal
+            found = Learnt.legacy(client.protocol_version, client.server_info, client.instructions)
+            failure = spec.check(found)
+            if failure is None:
+                spec.adopt(found)
+                journal.expected_server = spec.server_name
+                yield client, journal
+        else:
+            yield client, journal
+    if failure is not None:
+        raise failure
 
 
 def _client(

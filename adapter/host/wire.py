@@ -92,6 +92,11 @@ class WireGuard(httpx2.AsyncBaseTransport):
         self.journal = journal
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        expected = self.journal.expected_url
+        if expected is not None and not _same_endpoint(str(request.url), expected):
+            why = f"request routed to {request.url}, not the configured {expected}"
+            self.journal.note(None, WireRecord(None, "(redirected)", None, None, rejected=why))
+            raise CorrelationError(why)  # never sent
         message = _json_body(request)
         if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
             request_id = (message.get("params") or {}).get("requestId")
@@ -108,10 +113,6 @@ class WireGuard(httpx2.AsyncBaseTransport):
             declared_capabilities=meta.get(CAPABILITIES_META),
         )
         self.journal.note(span_of(meta.get("traceparent")), record)
-        expected = self.journal.expected_url
-        if expected is not None and not _same_endpoint(str(request.url), expected):
-            record.rejected = f"request routed to {request.url}, not the configured {expected}"
-            raise CorrelationError(record.rejected)  # never sent: record.sent stays False
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout):

@@ -163,13 +163,22 @@ class NetworkFaults:
 
     ``lose_tool``: the next call of that tool reaches the server and is processed in full; only its
     answer never arrives (a dropped connection after the server committed). ``cut_listen``: set it to
-    cut the open listen stream.
+    cut the open listen stream. ``lose_list_after``: after a call of that tool is answered, lose the
+    next ``tools/list``'s answer (the SDK's re-listing to check an output schema). ``fail[method]``:
+    answer that many requests of the method with ``status`` (a 5xx) without passing them on.
+    ``misroute_to``: send every request to that URL instead (a misrouting proxy below the guard).
     """
 
     def __init__(self) -> None:
         self.lose_tool: str | None = None
         self.cut_listen = asyncio.Event()
         self.lost = 0
+        self.lose_list_after: str | None = None
+        self._list_doomed = False
+        self.fail: dict[str, int] = {}
+        self.status = 503
+        self.failed = 0
+        self.misroute_to: str | None = None
 
     def wrap(self, inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
         return _LosingTransport(inner, self)
@@ -183,8 +192,24 @@ class _LosingTransport(httpx2.AsyncBaseTransport):
         body: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             body = json.loads(request.content)
-        response = await self.inner.handle_async_request(request)
         method, faults = body.get("method"), self.faults
+        if faults.fail.get(str(method), 0) > 0:
+            faults.fail[str(method)] -= 1
+            faults.failed += 1
+            return httpx2.Response(faults.status, content=b"upstream trouble", request=request)
+        if faults.misroute_to is not None:
+            request = httpx2.Request(
+                request.method, faults.misroute_to, headers=request.headers, content=request.content
+            )
+        response = await self.inner.handle_async_request(request)
+        if method == "tools/list" and faults._list_doomed:
+            faults._list_doomed = False
+            await response.aread()
+            await response.aclose()
+            faults.lost += 1
+            raise httpx2.ReadError("connection reset after the tools/list was delivered")
+        if method == "tools/call" and faults.lose_list_after == body["params"].get("name"):
+            faults.lose_list_after, faults._list_doomed = None, True
         if method == "tools/call" and faults.lose_tool and body["params"].get("name") == faults.lose_tool:
             faults.lose_tool = None
             async for _ in response.stream:  # the server finishes its work; the answer goes nowhere
