@@ -8,6 +8,14 @@ from adapter.host.audit import AuditEvent, AuditLog, TraceContext
 from adapter.host.cache import CacheKey, ResultCache
 from adapter.host.connection import Principal, ServerSpec, StdioServer, TransportDecision
 from adapter.host.consent import ConsentRequest, PreApproval, PreApprovals
+from adapter.host.context import (
+    ContextItem,
+    ContextLedger,
+    ContextLimits,
+    ContextPolicy,
+    Origin,
+    redact_pattern,
+)
 from adapter.host.discovery import DiscoveryReport, ServerFailure
 from adapter.host.elicit import ElicitationHandler, Question
 from adapter.host.errors import (
@@ -21,6 +29,7 @@ from adapter.host.errors import (
 from adapter.host.handle import CallHandle
 from adapter.host.host import Host, ProbeSchedule, ServerInstructions
 from adapter.host.lifecycle import Call, CallState, FollowUp, StatusAction
+from adapter.host.model import ModelResult, ModelTool, ModelToolset, model_name
 from adapter.host.policy import (
     OperationStatus,
     Policy,
@@ -46,6 +55,10 @@ __all__ = [
     "CallState",
     "CapabilityKey",
     "ConsentRequest",
+    "ContextItem",
+    "ContextLedger",
+    "ContextLimits",
+    "ContextPolicy",
     "CorrelationError",
     "Diff",
     "DiscoveryReport",
@@ -55,7 +68,11 @@ __all__ = [
     "Host",
     "HostError",
     "IllegalTransition",
+    "ModelResult",
+    "ModelTool",
+    "ModelToolset",
     "OperationStatus",
+    "Origin",
     "Policy",
     "PolicyDenied",
     "PreApproval",
@@ -88,5 +105,7 @@ __all__ = [
     "adapter_unknown",
     "contract_fingerprint",
     "fingerprint",
+    "model_name",
+    "redact_pattern",
     "watch",
 ]
