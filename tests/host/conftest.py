@@ -179,6 +179,7 @@ class NetworkFaults:
         self.status = 503
         self.failed = 0
         self.misroute_to: str | None = None
+        self.sent: list[tuple[str, Any]] = []  # (method, JSON-RPC id or params) of everything sent
 
     def wrap(self, inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
         return _LosingTransport(inner, self)
@@ -193,6 +194,8 @@ class _LosingTransport(httpx2.AsyncBaseTransport):
         with contextlib.suppress(Exception):
             body = json.loads(request.content)
         method, faults = body.get("method"), self.faults
+        if method:
+            faults.sent.append((str(method), body.get("id", body.get("params"))))
         if faults.fail.get(str(method), 0) > 0:
             faults.fail[str(method)] -= 1
             faults.failed += 1

@@ -38,6 +38,9 @@ def default_tools() -> list[dict[str, Any]]:
         {"name": "bump_status", "inputSchema": {"type": "object"}, "annotations": read},
         {"name": "media", "inputSchema": {"type": "object"}, "annotations": read},
         {"name": "say", "inputSchema": {"type": "object"}, "annotations": read},
+        {"name": "long", "inputSchema": KEY_IN},
+        {"name": "tasked", "inputSchema": KEY_IN},
+        {"name": "get_operation_status", "inputSchema": {"type": "object"}, "annotations": read},
     ]
 
 
@@ -103,6 +106,13 @@ class Fake:
                     {"type": "resource_link", "uri": "fake://a", "name": "a"},
                 ]
             }
+        if name == "long":
+            return {"content": text, "structuredContent": {"status": "in_progress", "operation_id": "op_1"}}
+        if name == "tasked":
+            return {"resultType": "task", "taskId": "task_1", "status": "working"}
+        if name == "get_operation_status":
+            done = {"status": "succeeded", "operation_id": arguments.get("operation_id")}
+            return {"content": text, "structuredContent": done}
         return {"content": [{"type": "text", "text": self.said}]}
 
 
