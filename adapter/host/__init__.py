@@ -16,6 +16,7 @@ from adapter.host.context import (
     Origin,
     redact_pattern,
 )
+from adapter.host.contract import IntegrationContract, Recheck, contract_of, diff_contracts
 from adapter.host.discovery import DiscoveryReport, ServerFailure
 from adapter.host.elicit import ElicitationHandler, Question
 from adapter.host.errors import (
@@ -68,6 +69,7 @@ __all__ = [
     "Host",
     "HostError",
     "IllegalTransition",
+    "IntegrationContract",
     "ModelResult",
     "ModelTool",
     "ModelToolset",
@@ -80,6 +82,7 @@ __all__ = [
     "Principal",
     "ProbeSchedule",
     "Question",
+    "Recheck",
     "Registry",
     "ResultCache",
     "Retention",
@@ -104,6 +107,8 @@ __all__ = [
     "adapter_running",
     "adapter_unknown",
     "contract_fingerprint",
+    "contract_of",
+    "diff_contracts",
     "fingerprint",
     "model_name",
     "redact_pattern",
