@@ -134,13 +134,13 @@ class ModelToolset:
             call = await self.host.call(self.principal, tool.qualified, dict(arguments or {}))
         except HostError as exc:
             return self._refuse(tool.qualified, name, str(exc))
-        return self._shape(call)
+        return self.shape(call)
 
     def _refuse(self, qualified: str, name: str, why: str) -> ModelResult:
         self.context.refused(qualified.split(".", 1)[0] if qualified else "(none)")
         return ModelResult(f"The host did not run {name}: {why}.", qualified, refused=why)
 
-    def _shape(self, call: Call) -> ModelResult:
+    def shape(self, call: Call) -> ModelResult:
         rule = self.host.policy.rule(call.server)
         origin = Origin(
             call.server,

@@ -129,7 +129,7 @@ async def test_the_era_is_learnt_again_when_another_server_answers_at_the_same_a
             report = await host.discover(ALICE)
             assert "svc" in report.diffs and spec.era == "modern", report.failures
             offered = {e.qualified for e in host.active(ALICE)}
-            assert "svc.get_import_status" in offered and "svc.commit_import" not in offered, "new effects wait"
+            assert "svc.get_import_status" in offered and "svc.commit_import" not in offered
         finally:
             await ours.stop()
 
