@@ -148,7 +148,8 @@ async def test_a_proposal_is_checked_again_a_name_once_seen_is_no_lasting_permis
             host.policy.servers["fake"].tools = {"media"}  # narrowed after the model saw the list
             refused = await toolset.invoke("fake__say", {})
             unknown = await toolset.invoke("made_up", {})
-            fake.tools[-1] = {**fake.tools[-1], "description": "now says something else"}
+            say = next(i for i, t in enumerate(fake.tools) if t["name"] == "say")
+            fake.tools[say] = {**fake.tools[say], "description": "now says something else"}
             await host.discover_server("fake", ALICE)
             host.policy.servers["fake"].tools = None
             host.registry.approve(
