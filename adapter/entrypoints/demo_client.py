@@ -27,12 +27,20 @@ from adapter.host import (
     Question,
     ServerRule,
     ServerSpec,
+    TransportDecision,
     adapter_unknown,
 )
 
 __all__ = ["HostCaller"]
 
 SERVER = "adapter"
+DEMO_TRANSPORT = TransportDecision(
+    operator="the demo itself",
+    update_path="this working tree",
+    principal="the demo's users, each with a bearer token",
+    network_path="loopback HTTP",
+    lifecycle="as long as `make demo` runs",
+)
 Answer = Callable[[Any, Any], Awaitable[ElicitResult]]
 
 
@@ -46,17 +54,17 @@ class HostCaller:
 
     def __init__(self, url: str, principals: dict[str, str]) -> None:
         self._principals = {token: Principal(name, "acme") for token, name in principals.items()}
-        credentials = {name: token for token, name in principals.items()}
+        credentials = {Principal(name, "acme"): token for token, name in principals.items()}
         self._answer: Answer | None = None
         self.audit = AuditLog()
         self.last: Call | None = None
         self._hosts = {
             asks: Host(
-                [ServerSpec(SERVER, url, credentials)],
+                [ServerSpec(SERVER, url, credentials, transport=DEMO_TRANSPORT)],
                 Policy(
                     {
                         SERVER: ServerRule(
-                            principals=set(credentials),
+                            principals={p.id for p in credentials},
                             consent_parameters={
                                 "commit_import": ("handle",),
                                 "abort_import": ("handle",),

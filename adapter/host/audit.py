@@ -1,8 +1,9 @@
 """Audit events and trace context.
 
-An audit event names who called what where and what came of it: server, principal, qualified tool,
-the fingerprint of the contract actually used, outcome, trace id. It never carries tokens, arguments
-or results, so an audit log can be kept and shared without becoming a copy of the data.
+An audit event names who called what where and what came of it: server, principal and tenant,
+qualified tool, the fingerprint of the contract actually used, outcome, call id and trace id. It
+never carries tokens, arguments or results, so an audit log can be kept and shared without
+becoming a copy of the data.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class AuditEvent:
     call_id: str
     trace_id: str
     detail: str = ""
+    tenant: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)

@@ -11,7 +11,9 @@ __all__ = [
     "HostError",
     "IllegalTransition",
     "PolicyDenied",
+    "ServerFailed",
     "UnknownCapability",
+    "unwrap",
 ]
 
 
@@ -33,3 +35,24 @@ class IllegalTransition(HostError):
 
 class CorrelationError(HostError):
     """A response that belongs to another request id, server or protocol version was rejected."""
+
+
+class ServerFailed(HostError):
+    """A server could not be used: ``kind`` says why, for the discovery report and the probes.
+
+    ``unreachable`` (nothing reached it), ``unavailable`` (5xx, timeouts: passing), ``unauthorized``
+    (401/403 for this principal), ``era`` (not the era this host requires or speaks), ``identity``
+    (another name than the one configured or pinned), ``no_credentials`` (the host holds none for
+    this principal there).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The one exception inside the SDK's task-group wrappers (an exception group of one), or ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -1,9 +1,8 @@
 """The host: one object that holds servers, policy, registry, cache and audit, and makes calls.
 
-A call goes: resolve the qualified name (registry), check policy, classify risk, make the idempotency
-key and ask consent for an effect, send, answer input rounds, then settle the lifecycle from the
-evidence: a result, a server error, nothing sent (failed, retryable) or no answer (outcome unknown,
-with a status action). Nothing here resends an effectful call on its own.
+Discovery, probing, the offer per principal, cached lists and reads live here; the call flow (consent,
+sending, input rounds, settling the lifecycle from the evidence) lives in :mod:`adapter.host.calls`.
+Nothing here resends an effectful call on its own.
 """
 
 from __future__ import annotations
@@ -15,58 +14,31 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from mcp_types import (
-    CallToolResult,
-    ElicitRequest,
-    InputRequiredResult,
-    InputResponse,
-    ListResourcesResult,
-    ReadResourceResult,
-    Tool,
-)
-from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponential
+from mcp_types import ElicitRequest, ListResourcesResult, ReadResourceResult, Tool
+from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
 
 from adapter.host.audit import AuditEvent, AuditLog, TraceContext
-from adapter.host.builder import (
-    all_tools,
-    consent_request,
-    idempotency_key,
-    list_resources_page,
-    read_resource_once,
-    trace_meta,
-    unreachable,
-)
+from adapter.host.builder import all_tools, list_resources_page, read_resource_once, unreachable
 from adapter.host.cache import ResultCache
-from adapter.host.connection import Connection, Principal, ServerSpec, connect
+from adapter.host.calls import CallRunner, ProgressCallback
+from adapter.host.connection import Connection, Principal, ServerSpec, connect, last_record
+from adapter.host.consent import ConsentCallback, PreApprovals
+from adapter.host.discovery import DiscoveryReport, ServerFailure, failure_from
 from adapter.host.elicit import ElicitationHandler, answer
-from adapter.host.errors import HostError, PolicyDenied
-from adapter.host.lifecycle import Call, CallState, StatusAction
-from adapter.host.policy import ConsentCallback, Policy, Risk, ServerRule
+from adapter.host.era import classify
+from adapter.host.errors import HostError, PolicyDenied, ServerFailed, unwrap
+from adapter.host.lifecycle import Call
+from adapter.host.policy import RETENTION_SECONDS, Policy, Risk
 from adapter.host.registry import Diff, Entry, Registry
-from adapter.host.wire import WireRecord
+from adapter.host.stdio import StdioPool
 
 if TYPE_CHECKING:
+    from adapter.host.handle import CallHandle
     from adapter.host.watch import Watch
 
-__all__ = ["Host", "ProbeSchedule"]
+__all__ = ["Host", "ProbeSchedule", "ServerInstructions"]
 
 log = logging.getLogger("adapter.host")
-MAX_INPUT_ROUNDS = 5
-UNREACHABLE = "server unreachable; nothing was sent"
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class _Options:
-    on_progress: ProgressCallback | None
-    deadline: float | None
-
-
-def _note_request(call: Call, record: WireRecord | None) -> None:
-    """Keep the JSON-RPC id the request went out with (once), whatever became of its answer."""
-    if record is not None and record.rpc_id is not None and record.rpc_id not in call.request_ids:
-        call.request_ids.append(record.rpc_id)
 
 
 class ProbeSchedule:
@@ -74,6 +46,18 @@ class ProbeSchedule:
 
     def __init__(self, attempts: int = 8, first_wait: float = 0.2, max_wait: float = 5.0) -> None:
         self.attempts, self.first_wait, self.max_wait = attempts, first_wait, max_wait
+
+
+@dataclass(frozen=True)
+class ServerInstructions:
+    """A server's instructions as it declared them: untrusted text from across a trust boundary."""
+
+    server: str
+    text: str
+
+
+def _passing(exc: BaseException) -> bool:
+    return isinstance(exc, ServerFailed) and exc.kind == "unavailable"
 
 
 class Host:
@@ -88,16 +72,25 @@ class Host:
         elicitation: ElicitationHandler | None = None,
         audit: AuditLog | None = None,
         probes: ProbeSchedule | None = None,
+        cache: ResultCache | None = None,
+        pre_approvals: PreApprovals | None = None,
+        discovery_attempts: int = 3,
     ) -> None:
+        _check_specs(servers)
         self.servers = {spec.id: spec for spec in servers}
         self.policy = policy
         self.registry = Registry()
-        self.cache = ResultCache()
+        self.cache = cache or ResultCache()
         self.audit = audit or AuditLog()
+        self.pre_approvals = pre_approvals or PreApprovals()
+        self.stdio = StdioPool()
+        self.failures: dict[tuple[str, Principal], ServerFailure] = {}
+        self.discovery_attempts = discovery_attempts
         self._consent = consent
         self._elicitation = elicitation
         self._probes = probes or ProbeSchedule()
-        self._probing: dict[str, asyncio.Task[None]] = {}
+        self._probing: dict[tuple[str, Principal], asyncio.Task[None]] = {}
+        self._calls = CallRunner(self, consent)
         self.watches: list[Watch] = []  # started by adapter.host.watch.watch(); stopped by aclose()
 
     async def __aenter__(self) -> Host:
@@ -111,62 +104,121 @@ class Host:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.stdio.aclose()
 
-    def connect(self, server: str, principal: Principal) -> AbstractAsyncContextManager[Connection]:
+    def connect(
+        self, server: str, principal: Principal, *, relearn: bool = False
+    ) -> AbstractAsyncContextManager[Connection]:
         """A client for ``principal`` on ``server`` (policy checked); an async context manager."""
-        self.policy.check_server(principal.id, server)
+        self.policy.check_server(principal, server)
         legacy_callback = self._legacy_elicitation(server, principal) if self._elicitation else None
-        return connect(self.servers[server], principal, legacy_callback)
+        return connect(self.servers[server], principal, legacy_callback, relearn=relearn, stdio=self.stdio)
 
     # --- discovery -------------------------------------------------------------------------
 
-    async def discover(self, principal: Principal) -> dict[str, Diff]:
-        """Discover every server ``principal`` may use; an unreachable one goes down and is probed."""
-        diffs: dict[str, Diff] = {}
+    async def discover(self, principal: Principal) -> DiscoveryReport:
+        """Discover every server ``principal`` may use. A server that fails is reported, leaves the
+        offer and is probed back; the others are discovered all the same."""
+        report = DiscoveryReport()
         for server in self.servers:
             try:
-                self.policy.check_server(principal.id, server)
+                self.policy.check_server(principal, server)
             except PolicyDenied:
                 continue
-            diff = await self.discover_server(server, principal)
-            if diff is not None:
-                diffs[server] = diff
-        return diffs
+            try:
+                report.diffs[server] = await self.discover_server(server, principal)
+            except Exception as exc:
+                report.failures[server] = self._failed(server, principal, unwrap(exc))
+        return report
 
-    async def discover_server(self, server: str, principal: Principal) -> Diff | None:
+    async def discover_server(self, server: str, principal: Principal) -> Diff:
+        """Discover one server afresh (its era learnt again); raises :class:`ServerFailed` or
+        :class:`PolicyDenied` when it cannot be used (see :meth:`discover` for the forgiving form)."""
+        self.policy.check_server(principal, server)
+        spec = self.servers[server]
+        tools: list[Tool] = []
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(_passing),
+            stop=stop_after_attempt(self.discovery_attempts),
+            wait=wait_exponential(multiplier=0.05, max=1.0),
+            reraise=True,
+        ):
+            with attempt:
+                tools = await self._list(server, principal)
+        diff = self.apply_tools(server, tools)
+        self.failures.pop((server, principal), None)
+        if spec.learnt is not None:
+            log.info("discovered %s: %s era, %d tools", server, spec.learnt.era, len(tools))
+        return diff
+
+    async def _list(self, server: str, principal: Principal) -> list[Tool]:
+        conn: Connection | None = None
         try:
-            async with self.connect(server, principal) as conn:
-                tools = await all_tools(conn)
-        except Exception as exc:
-            if not unreachable(exc):
-                raise
-            self._went_down(server, principal)
-            return None
-        diff = self.registry.apply(server, tools, auto_approve=self._auto_approve(server, tools))
+            async with self.connect(server, principal, relearn=True) as conn:
+                return await all_tools(conn)
+        except Exception as caught:
+            exc = unwrap(caught)
+            if isinstance(exc, HostError):
+                raise exc from caught
+            if unreachable(exc):
+                raise ServerFailed("unreachable", f"{server}: unreachable") from exc
+            record = last_record(conn.journal, "tools/list") if conn is not None else None
+            evidence = classify(exc, record)
+            kind = "unauthorized" if evidence.value == "unauthorized" else "unavailable"
+            raise ServerFailed(kind, f"{server}: {kind}: {type(exc).__name__}") from exc
+
+    def apply_tools(self, server: str, tools: list[Tool]) -> Diff:
+        """Apply a fresh tool list (diffed); a change drops caches and the changed tools' pre-approvals."""
+        learnt = self.servers[server].learnt
+        capabilities = None
+        if learnt is not None and learnt.discover is not None:
+            capabilities = learnt.discover.capabilities.model_dump(mode="json", exclude_none=True)
+        diff = self.registry.apply(
+            server, tools, auto_approve=self._auto_approve(server, tools), capabilities=capabilities
+        )
         if not diff.empty:
             self.cache.invalidate(server)
+            names = {k.name for k in (*diff.changed, *diff.removed)}
+            self.pre_approvals.revoke_server(server, names, "the server's contract changed")
         return diff
 
     def _auto_approve(self, server: str, tools: list[Tool]) -> set[str]:
         """Which new tools are approved without asking: on first contact the allowlist; after that
         (a tool that appeared later) only those the allowlist names, or reads when it names none."""
         rule = self.policy.rule(server)
-        known = any(key.server == server for key in self.registry.entries)
+        known = server in self.registry.contracts
         if not known:
             return {t.name for t in tools} if rule.tools is None else set(rule.tools)
         if rule.tools is not None:
             return set(rule.tools)
         return {t.name for t in tools if self.policy.risk_of(server, t) is Risk.READ}
 
-    def _went_down(self, server: str, principal: Principal) -> None:
-        self.registry.mark_down(server)
-        task = self._probing.get(server)
+    def _failed(self, server: str, principal: Principal, exc: BaseException) -> ServerFailure:
+        failure = failure_from(server, principal.key, exc)
+        log.warning("discovery of %s for %s failed: %s", server, principal.key, failure.kind)
+        if failure.server_at_fault:
+            self.servers[server].forget()
+            self.registry.mark_down(server)
+        probing = failure.kind != "no_credentials"
+        if probing:
+            self._start_probe(server, principal)
+        failure = ServerFailure(server, principal.key, failure.kind, failure.reason, probing)
+        self.failures[(server, principal)] = failure
+        return failure
+
+    def went_down(self, server: str, principal: Principal) -> None:
+        """A call found the server unreachable: out of the offer, probed back."""
+        self._failed(server, principal, ServerFailed("unreachable", f"{server}: unreachable"))
+
+    def _start_probe(self, server: str, principal: Principal) -> None:
+        task = self._probing.get((server, principal))
         if task is None or task.done():
-            self._probing[server] = asyncio.create_task(self._probe(server, principal))
+            self._probing[(server, principal)] = asyncio.create_task(self._probe(server, principal))
 
     def probe_task(self, server: str) -> asyncio.Task[None] | None:
-        """The background probe of a server that went down (done once it came back or gave up)."""
-        return self._probing.get(server)
+        """The latest background probe of a server that went down (done once it came back or gave up)."""
+        tasks = [task for (name, _), task in self._probing.items() if name == server]
+        return tasks[-1] if tasks else None
 
     async def _probe(self, server: str, principal: Principal) -> None:
         schedule = self._probes
@@ -176,24 +228,39 @@ class Host:
                 wait=wait_exponential(multiplier=schedule.first_wait, max=schedule.max_wait),
             ):
                 with attempt:
-                    async with self.connect(server, principal) as conn:
-                        tools = await all_tools(conn)
+                    await asyncio.sleep(0)
+                    await self.discover_server(server, principal)
         except RetryError:
-            log.warning("server %s stayed unreachable after %d probes", server, schedule.attempts)
-            return
-        self.registry.apply(server, tools, auto_approve=self._auto_approve(server, tools))
-        self.cache.invalidate(server)
+            log.warning("server %s stayed unavailable after %d probes", server, schedule.attempts)
 
     def active(self, principal: Principal) -> list[Entry]:
-        """What ``principal`` may be offered now: approved, reachable and allowed by the current policy."""
+        """What ``principal`` may be offered now: approved, reachable, with credentials, and allowed
+        by the current policy."""
         allowed = []
         for entry in self.registry.active():
+            server = entry.key.server
+            if principal not in self.servers[server].credentials or (server, principal) in self.failures:
+                continue
             try:
-                self.policy.check_tool(principal.id, entry.key.server, entry.key.name)
+                self.policy.check_tool(principal, server, entry.key.name)
             except PolicyDenied:
                 continue
             allowed.append(entry)
         return allowed
+
+    def instructions(self, principal: Principal) -> list[ServerInstructions]:
+        """Each usable server's instructions, to be put before a model as untrusted context."""
+        found = []
+        for server, spec in self.servers.items():
+            if spec.learnt is None or not spec.learnt.instructions or server in self.registry.down:
+                continue
+            try:
+                self.policy.check_server(principal, server)
+            except PolicyDenied:
+                continue
+            if principal in spec.credentials and (server, principal) not in self.failures:
+                found.append(ServerInstructions(server, spec.learnt.instructions))
+        return found
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -209,226 +276,32 @@ class Host:
     ) -> Call:
         """Call the active tool ``name`` (qualified or alias) and return the settled :class:`Call`.
 
-        Raises :class:`UnknownCapability` or :class:`PolicyDenied` before anything is sent; every
-        outcome after that (including a refused consent) is a state of the returned call.
+        Raises :class:`UnknownCapability` or :class:`PolicyDenied` before anything is sent (also when
+        the re-read contract of an effect differs from the approved one); every outcome after that
+        (including a refused consent) is a state of the returned call.
         """
-        entry = self.registry.resolve(name)
-        server, tool = entry.key.server, entry.key.name
-        try:
-            rule = self.policy.check_tool(principal.id, server, tool)
-            if principal.id not in self.servers[server].credentials:  # before consent: it could not be sent
-                raise PolicyDenied(f"no credentials for {principal.id!r} on {server!r}")
-        except PolicyDenied as exc:
-            self._audit_unsent(principal, entry, exc)
-            raise
-        risk = self.policy.risk_of(server, entry.tool)
-        args = dict(arguments or {})
-        trace = trace or TraceContext.new()
-        call = Call(
-            server,
-            principal.id,
-            tool,
-            entry.qualified,
-            risk is not Risk.READ,
-            entry.fingerprint,
-            trace.trace_id,
-        )
-        if call.effectful:
-            call.idempotency_key = idempotency_key(entry.tool, rule, args)
-            if not await self._consent(consent_request(call, risk, rule, args)):
-                call.move(CallState.CANCELLED, "the user refused consent")
-                self._audit(call)
-                return call
-        opened: list[Connection] = []
-        try:
-            async with self.connect(server, principal) as conn:
-                opened.append(conn)
-                await self._rounds(conn, call, rule, args, trace, _Options(on_progress, deadline_seconds))
-        except Exception as exc:  # raised from the client's task group, e.g. a rejected response
-            record = opened[0].journal.by_span.get(call.spans[-1]) if opened and call.spans else None
-            _note_request(call, record)
-            if call.state is CallState.PLANNED and not unreachable(exc):
-                self._audit_unsent(principal, entry, exc, call)
-                raise
-            if not call.finished and call.state is not CallState.OUTCOME_UNKNOWN:
-                self._settle_exception(call, rule, record, exc)
-            if call.error == UNREACHABLE:
-                self._went_down(server, principal)
-        self._audit(call)
-        return call
+        prepared = self._calls.prepare(principal, name, arguments, trace)
+        return await self._calls.execute(prepared, on_progress, deadline_seconds)
 
-    async def _rounds(
+    def start(
         self,
-        conn: Connection,
-        call: Call,
-        rule: ServerRule,
-        args: dict[str, Any],
-        trace: TraceContext,
-        options: _Options,
-    ) -> None:
-        responses: dict[str, InputResponse] | None = None
-        state: str | None = None
-        for round_no in range(1, MAX_INPUT_ROUNDS + 1):
-            span, traceparent = trace.child()
-            call.spans.append(span)
-            call.move(CallState.SENT, f"round {round_no}")
+        principal: Principal,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        trace: TraceContext | None = None,
+        on_progress: ProgressCallback | None = None,
+        deadline_seconds: float | None = None,
+    ) -> CallHandle:
+        """Start a call in the background and return its :class:`CallHandle` (state, cancel, wait)."""
+        from adapter.host.handle import CallHandle
 
-            async def running(progress: float, total: float | None, message: str | None) -> None:
-                if call.state is CallState.SENT:
-                    call.move(CallState.RUNNING, "progress reported")
-                if options.on_progress is not None:
-                    await options.on_progress(progress, total, message)
-
-            try:
-                with anyio.move_on_after(options.deadline) as deadline:
-                    result = await conn.client.session.call_tool(
-                        call.tool,
-                        args,
-                        progress_callback=running,
-                        input_responses=responses,
-                        request_state=state,
-                        meta=trace_meta(traceparent),
-                        allow_input_required=True,
-                    )
-            except Exception as exc:
-                record = conn.journal.by_span.get(span)
-                _note_request(call, record)
-                self._settle_exception(call, rule, record, exc)
-                if call.error == UNREACHABLE:
-                    self._went_down(call.server, conn.principal)
-                return
-            record = conn.journal.by_span.get(span)
-            _note_request(call, record)
-            if deadline.cancelled_caught:
-                self._abandoned(call, rule, record)
-                return
-            if isinstance(result, InputRequiredResult):
-                call.move(CallState.INPUT_REQUIRED, f"{len(result.input_requests or {})} question(s)")
-                responses = await self._answers(conn, call, rule, result)
-                if responses is None:
-                    return
-                state = result.request_state
-                continue
-            self._settle_result(call, rule, result)
-            return
-        self._no_answer(call, rule, None, "too many input rounds")
-
-    async def _answers(
-        self, conn: Connection, call: Call, rule: ServerRule, result: InputRequiredResult
-    ) -> dict[str, InputResponse] | None:
-        answers: dict[str, InputResponse] = {}
-        for key, request in (result.input_requests or {}).items():
-            if not isinstance(request, ElicitRequest):  # sampling, roots: never declared by this host
-                call.move(CallState.CANCELLED, f"server asked for an undeclared capability ({key})")
-                return None
-            reply = await answer(
-                self._elicitation,
-                server=call.server,
-                principal=call.principal,
-                tool=call.tool,
-                call_id=call.call_id,
-                key=key,
-                request=request,
-                url_domains=rule.url_domains,
-            )
-            call.elicitation = reply.action
-            answers[key] = reply
-        return answers
-
-    def _settle_result(self, call: Call, rule: ServerRule, result: CallToolResult | Any) -> None:
-        if not isinstance(result, CallToolResult):
-            self._no_answer(call, rule, None, "an unexpected result shape")
-            return
-        structured = dict(result.structured_content or {})
-        call.result = structured or [getattr(block, "text", None) for block in result.content]
-        if result.is_error:
-            call.error = " ".join(getattr(block, "text", "") for block in result.content)[:300]
-            call.move(CallState.FAILED, "the server returned an error result")
-            return
-        if rule.unknown_when is not None and rule.unknown_when(structured):
-            call.operation_id = structured.get("operation_id")
-            self._no_answer(call, rule, None, "the server could not observe the outcome")
-            return
-        call.move(CallState.COMPLETED, "result received")
-
-    def _settle_exception(
-        self, call: Call, rule: ServerRule, record: WireRecord | None, exc: Exception
-    ) -> None:
-        if call.state is CallState.INPUT_REQUIRED:  # the answer could not be given: nothing more is sent
-            call.error = f"the question could not be answered: {type(exc).__name__}"
-            call.move(CallState.CANCELLED, call.error)
-        elif record is not None and record.rejected:
-            call.error = f"response rejected: {record.rejected}"
-            if call.effectful:
-                self._no_answer(call, rule, record, call.error)
-            else:
-                call.move(CallState.FAILED, call.error)
-        elif (record is None or not record.sent) and (record is not None or unreachable(exc)):
-            call.error = UNREACHABLE
-            call.move(CallState.FAILED, call.error)
-        elif (
-            record is not None and record.answered
-        ):  # a JSON-RPC error from the server: it refused the request
-            call.error = str(exc)[:300]
-            call.move(CallState.FAILED, "the server answered with an error")
-        else:
-            self._no_answer(call, rule, record, "the response was lost")
-
-    def _abandoned(self, call: Call, rule: ServerRule, record: WireRecord | None) -> None:
-        """The deadline passed and the request was cancelled: harmless for a read, unknown for an effect."""
-        why = "the deadline passed; the request was cancelled"
-        if call.effectful and record is not None and record.sent:
-            self._no_answer(call, rule, record, why + " after it was sent")
-        else:
-            call.move(CallState.CANCELLED, why)
-
-    def _no_answer(self, call: Call, rule: ServerRule, record: WireRecord | None, why: str) -> None:
-        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend.
-
-        Only an action that can work is offered: without a key or operation id to ask by, the call
-        stays ``outcome_unknown`` with no action and the application decides (e.g. reads the resource).
-        """
-        call.move(CallState.OUTCOME_UNKNOWN, why)
-        if not call.effectful or rule.status is None:
-            return
-        arguments = rule.status.arguments(call.idempotency_key, call.operation_id)
-        if arguments is not None:
-            call.status_action = StatusAction(
-                call.server, rule.status.tool, arguments, f"Ask {call.server} whether {call.tool} took effect"
-            )
+        prepared = self._calls.prepare(principal, name, arguments, trace)
+        return CallHandle.start(self._calls, prepared, on_progress, deadline_seconds)
 
     async def resolve(self, principal: Principal, call: Call) -> Call:
         """Run the call's status action once and move the call by the server's verdict."""
-        action = call.status_action
-        if action is None or call.state is not CallState.OUTCOME_UNKNOWN:
-            raise HostError(f"call {call.call_id} has no status action")
-        if principal.id != call.principal:
-            raise PolicyDenied("only the caller may check a call's status")
-        resolver = self.policy.check_server(principal.id, call.server).status
-        assert resolver is not None
-        _, traceparent = TraceContext(call.trace_id).child()
-        async with self.connect(call.server, principal) as conn:
-            result = await conn.client.session.call_tool(
-                action.tool,
-                action.arguments,
-                meta=trace_meta(traceparent),
-            )
-        if result.is_error or not isinstance(result.structured_content, dict):
-            call.server_status = "not_found" if result.is_error else "unreadable"
-            call.move(CallState.OUTCOME_UNKNOWN, f"status tool: {call.server_status}")
-        else:
-            verdict = resolver.verdict(result.structured_content)
-            call.server_status, call.operation_id = verdict.server_status, verdict.operation_id
-            if verdict.applied is True:
-                call.move(CallState.COMPLETED, f"status tool: {verdict.server_status}")
-            elif verdict.applied is False:
-                call.move(CallState.FAILED, f"status tool: {verdict.server_status}")
-            else:
-                call.move(CallState.OUTCOME_UNKNOWN, f"status tool: still {verdict.server_status}")
-        if call.finished:
-            call.status_action = None
-        self._audit(call, detail="status resolution")
-        return call
+        return await self._calls.resolve(principal, call)
 
     # --- lists and reads (cached) ------------------------------------------------------------
 
@@ -453,8 +326,10 @@ class Host:
         target: str,
         fetch: Callable[[Connection, str], Awaitable[Any]],
     ) -> Any:
-        """Policy first, every time (a fresh entry is no permission); then the cache; then the source."""
-        self.policy.check_server(principal.id, server)
+        """Policy and credentials first, every time (a fresh entry, even a ``public`` one, is no
+        permission); then the cache; then the source."""
+        rule = self.policy.check_server(principal, server)
+        self.servers[server].token_for(principal)
         hit = self.cache.get(server, method, target, principal.id, principal.tenant)
         if hit is not None:
             return hit
@@ -462,7 +337,8 @@ class Host:
             result = await fetch(conn, target)
         scope = result.cache_scope or "private"
         key = self.cache.key(server, method, target, principal.id, principal.tenant, scope)
-        self.cache.put(key, result, result.ttl_ms)
+        retention = RETENTION_SECONDS[rule.retention]
+        self.cache.put(key, result, result.ttl_ms, retention_seconds=retention, retention=rule.retention)
         return result
 
     # --- helpers ----------------------------------------------------------------------------
@@ -486,12 +362,13 @@ class Host:
 
         return callback
 
-    def _audit_unsent(
+    def audit_unsent(
         self, principal: Principal, entry: Entry, exc: Exception, call: Call | None = None
     ) -> None:
-        """A call the host refused or could not start: ``denied`` by policy (or missing credentials),
-        else ``error``; the detail names the reason, never arguments or tokens."""
-        denied = isinstance(exc, PolicyDenied)
+        """A call the host refused or could not start: ``denied`` by policy (or missing credentials,
+        or a contract that changed since approval), else ``error``; the detail names the reason,
+        never arguments or tokens."""
+        denied = isinstance(exc, HostError) and not isinstance(exc, ServerFailed)
         self.audit.record(
             AuditEvent(
                 AuditLog.now(),
@@ -503,10 +380,11 @@ class Host:
                 call.call_id if call else "",
                 call.trace_id if call else "",
                 str(exc) if denied else f"not sent: {type(exc).__name__}",
+                principal.tenant,
             )
         )
 
-    def _audit(self, call: Call, detail: str = "") -> None:
+    def audit_call(self, call: Call, detail: str = "") -> None:
         self.audit.record(
             AuditEvent(
                 AuditLog.now(),
@@ -518,5 +396,19 @@ class Host:
                 call.call_id,
                 call.trace_id,
                 detail or (call.history[-1][2] if call.history else ""),
+                call.tenant,
             )
         )
+
+
+def _check_specs(servers: list[ServerSpec]) -> None:
+    """One id per server, one server per endpoint, and every transport choice written down."""
+    ids = [spec.id for spec in servers]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"server ids must be unique: {ids}")
+    endpoints = [spec.endpoint for spec in servers]
+    if len(set(endpoints)) != len(endpoints):
+        raise ValueError("two server ids name the same endpoint: its identity would be split")
+    for spec in servers:
+        if spec.transport is None:
+            raise ValueError(f"server {spec.id!r}: record its TransportDecision (operator, update path, ...)")

@@ -15,7 +15,7 @@ from typing import Any
 
 from adapter.host.errors import IllegalTransition
 
-__all__ = ["Call", "CallState", "StatusAction"]
+__all__ = ["Call", "CallState", "FollowUp", "StatusAction"]
 
 
 class CallState(StrEnum):
@@ -35,7 +35,10 @@ _TRANSITIONS: dict[CallState, frozenset[CallState]] = {
     _S.SENT: frozenset(
         {_S.RUNNING, _S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}
     ),
-    _S.RUNNING: frozenset({_S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}),
+    # RUNNING -> RUNNING: the server's status tool says it is still working on it.
+    _S.RUNNING: frozenset(
+        {_S.RUNNING, _S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}
+    ),
     _S.INPUT_REQUIRED: frozenset({_S.SENT, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
     # Only the server's status tool leaves OUTCOME_UNKNOWN; it may also confirm it is still unknown.
     _S.OUTCOME_UNKNOWN: frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
@@ -54,6 +57,20 @@ class StatusAction:
     tool: str
     arguments: dict[str, Any]
     label: str
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """Work the server is still doing after it answered: what a later step follows to its outcome.
+
+    ``kind`` is ``operation`` (a result with status ``in_progress`` and an ``operation_id``, asked
+    after with the server's status tool) or ``task`` (a ``resultType: task`` answer with a task id).
+    The host records it on the call and offers the status action; following it (long-polling
+    ``get_operation_status``, ``tasks/get``) plugs in at :meth:`adapter.host.CallHandle.follow`.
+    """
+
+    kind: str
+    id: str
 
 
 @dataclass
@@ -79,6 +96,12 @@ class Call:
     operation_id: str | None = None
     elicitation: str | None = None  # the user's last answer to a server question: accept/decline/cancel
     status_action: StatusAction | None = None
+    tenant: str = ""
+    content: list[dict[str, Any]] = field(default_factory=list)  # every content block, as sent
+    structured: Any = None  # structuredContent as sent (any JSON value on 2026-07-28)
+    result_problem: str | None = None  # a result arrived that the host could not use, and why
+    follow_up: FollowUp | None = None
+    consent: str | None = None  # "asked", "pre-approved" or None (no effect)
 
     def __post_init__(self) -> None:
         self.history.append((self.state, datetime.now(UTC), "planned"))

@@ -7,23 +7,26 @@ right withdrawn while a cached result is still fresh takes effect at once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
 from mcp_types import Tool
 
+from adapter.host.connection import Principal
 from adapter.host.errors import PolicyDenied
 
 __all__ = [
-    "ConsentRequest",
     "OperationStatus",
     "Policy",
+    "Retention",
     "Risk",
     "ServerRule",
     "StatusResolver",
     "StatusVerdict",
+    "Trust",
+    "adapter_running",
     "adapter_unknown",
 ]
 
@@ -34,25 +37,35 @@ class Risk(StrEnum):
     DESTRUCTIVE = "destructive"  # as WRITE; the consent prompt says it cannot simply be undone
 
 
-@dataclass(frozen=True)
-class ConsentRequest:
-    """What the user sees before an effectful call: origin, action and the parameters that matter."""
+class Trust(StrEnum):
+    """How far the host trusts a server; each level has its own context limits (adapter.host.context).
 
-    server: str
-    principal: str
-    tool: str
-    qualified: str
-    risk: Risk
-    parameters: dict[str, Any]
+    ``trusted``: operated by the host's own people; its hints inform the risk default. ``internal``
+    (the default): as trusted, with a smaller context budget. ``untrusted``: a third party; its hints
+    are ignored (every tool is an effect unless the host's rule says otherwise), its context budget is
+    the smallest, and no pre-approval covers its tools.
+    """
 
-    def summary(self) -> str:
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in self.parameters.items())
-        return f"[{self.server}] {self.tool}({shown}) - {self.risk.value}"
+    TRUSTED = "trusted"
+    INTERNAL = "internal"
+    UNTRUSTED = "untrusted"
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+class Retention(StrEnum):
+    """How long cached data of a server may be kept at most, whatever its ``ttlMs`` says."""
+
+    NONE = "none"  # never stored
+    SHORT = "short"  # one minute
+    STANDARD = "standard"  # one hour
+    LONG = "long"  # one day
+
+
+RETENTION_SECONDS = {
+    Retention.NONE: 0.0,
+    Retention.SHORT: 60.0,
+    Retention.STANDARD: 3600.0,
+    Retention.LONG: 86400.0,
+}
 
 
 @dataclass(frozen=True)
@@ -79,7 +92,14 @@ class StatusResolver(Protocol):
 
 @dataclass
 class ServerRule:
-    """Per-server policy. ``tools`` is the allowlist (None: every tool); ``risk`` overrides the hints."""
+    """Per-server policy. ``tools`` is the allowlist (None: every tool); ``risk`` overrides the hints.
+
+    ``principals`` are user ids, ``tenants`` (None: any) the tenants they may act in here.
+    ``unknown_when`` / ``running_when`` read a result the server sent: an outcome it could not observe
+    (``outcome_unknown``), or work it is still doing (``in_progress``, with an operation id to follow).
+    ``recheck_contract``: before every effect the tool list is read again on the same connection and
+    the tool's contract compared with the approved one (the second check the seed asks for).
+    """
 
     principals: set[str]
     tools: set[str] | None = None
@@ -89,9 +109,11 @@ class ServerRule:
     status: StatusResolver | None = None
     url_domains: set[str] = field(default_factory=set)
     unknown_when: Callable[[dict[str, Any]], bool] | None = None
-
-
-ConsentCallback = Callable[[ConsentRequest], Awaitable[bool]]
+    running_when: Callable[[dict[str, Any]], bool] | None = None
+    tenants: set[str] | None = None
+    trust: Trust = Trust.INTERNAL
+    recheck_contract: bool = True
+    retention: Retention = Retention.STANDARD
 
 
 @dataclass
@@ -106,18 +128,20 @@ class Policy:
             raise PolicyDenied(f"server {server!r} is not on the host's allowlist")
         return rule
 
-    def check_server(self, principal: str, server: str) -> ServerRule:
+    def check_server(self, principal: Principal, server: str) -> ServerRule:
         """The rule for ``server`` if ``principal`` may use it now; raises :class:`PolicyDenied`."""
         rule = self.rule(server)
-        if principal not in rule.principals:
-            raise PolicyDenied(f"{principal!r} may not use server {server!r}")
+        if principal.id not in rule.principals:
+            raise PolicyDenied(f"{principal.id!r} may not use server {server!r}")
+        if rule.tenants is not None and principal.tenant not in rule.tenants:
+            raise PolicyDenied(f"{principal.key!r}: tenant {principal.tenant!r} may not use {server!r}")
         return rule
 
     def allows_tool(self, server: str, tool: str) -> bool:
         rule = self.servers.get(server)
         return rule is not None and (rule.tools is None or tool in rule.tools)
 
-    def check_tool(self, principal: str, server: str, tool: str) -> ServerRule:
+    def check_tool(self, principal: Principal, server: str, tool: str) -> ServerRule:
         rule = self.check_server(principal, server)
         if rule.tools is not None and tool not in rule.tools:
             raise PolicyDenied(f"tool {tool!r} of {server!r} is not on the host's allowlist")
@@ -125,9 +149,12 @@ class Policy:
 
     def risk_of(self, server: str, tool: Tool) -> Risk:
         """The host's risk class: its own rule decides; without one, the hints inform a cautious default."""
-        override = self.rule(server).risk.get(tool.name)
+        rule = self.rule(server)
+        override = rule.risk.get(tool.name)
         if override is not None:
             return override
+        if rule.trust is Trust.UNTRUSTED:
+            return Risk.DESTRUCTIVE  # an untrusted server's hints decide nothing
         hints = tool.annotations
         if hints is not None and hints.read_only_hint is True and hints.destructive_hint is not True:
             return Risk.READ
@@ -164,3 +191,8 @@ class OperationStatus:
 def adapter_unknown(structured: dict[str, Any]) -> bool:
     """This kit's server reports an unobserved commit as a result with status ``outcome_unknown``."""
     return structured.get("status") == "outcome_unknown"
+
+
+def adapter_running(structured: dict[str, Any]) -> bool:
+    """This kit's server answers a long commit with status ``in_progress`` and an ``operation_id``."""
+    return structured.get("status") == "in_progress" and bool(structured.get("operation_id"))

@@ -5,6 +5,11 @@ Two servers may both offer ``commit_import``; the registry keeps them apart unde
 diffed, not blindly applied: a tool whose description or schema changed needs approval again before it
 is offered, and a server that is down has its tools taken out of the active set until a probe sees it
 back.
+
+A tool's fingerprint covers its whole contract as the server declared it (every field, ``_meta``,
+``icons`` and ``execution`` included, and fields this SDK does not know yet): a change anywhere is
+a change to approve. Aliases are a presentation layer: they never contain a dot, so they can never
+shadow a qualified name, and each maps to exactly one origin.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from mcp_types import Tool
 
 from adapter.host.errors import UnknownCapability
 
-__all__ = ["CapabilityKey", "Diff", "Entry", "Registry", "fingerprint"]
+__all__ = ["CapabilityKey", "Diff", "Entry", "Registry", "contract_fingerprint", "fingerprint"]
 
 
 @dataclass(frozen=True, order=True)
@@ -31,14 +36,19 @@ class CapabilityKey:
 
 
 def fingerprint(tool: Tool) -> str:
-    """A digest of the contract the host approved: name, description, schemas and hints."""
-    contract = tool.model_dump(
-        mode="json",
-        by_alias=True,
-        exclude_none=True,
-        include={"name", "title", "description", "input_schema", "output_schema", "annotations"},
-    )
+    """A digest of the contract the host approved: the whole tool as declared, unknown fields too."""
+    contract = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
     return hashlib.sha256(json.dumps(contract, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def contract_fingerprint(tools: list[Tool], capabilities: dict[str, object] | None = None) -> str:
+    """A digest of a server's whole contract: every tool's fingerprint and its declared capabilities.
+
+    Kept per server id as a check on its identity: a server at the configured URL showing another
+    contract than the one pinned for it is diffed and re-approved, never taken as the same.
+    """
+    parts = {"tools": sorted(fingerprint(t) for t in tools), "capabilities": capabilities or {}}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -61,6 +71,8 @@ class Diff:
     added: tuple[CapabilityKey, ...]
     removed: tuple[CapabilityKey, ...]
     changed: tuple[CapabilityKey, ...]
+    contract: str = ""  # the server's contract fingerprint after this discovery
+    previous_contract: str | None = None  # before it (None: first contact)
 
     @property
     def empty(self) -> bool:
@@ -74,8 +86,16 @@ class Registry:
     entries: dict[CapabilityKey, Entry] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)
     aliases: dict[str, CapabilityKey] = field(default_factory=dict)
+    contracts: dict[str, str] = field(default_factory=dict)  # server id -> contract fingerprint
 
-    def apply(self, server: str, tools: list[Tool], *, auto_approve: set[str] | None) -> Diff:
+    def apply(
+        self,
+        server: str,
+        tools: list[Tool],
+        *,
+        auto_approve: set[str] | None,
+        capabilities: dict[str, object] | None = None,
+    ) -> Diff:
         """Replace ``server``'s entries with a fresh discovery and say what changed.
 
         New tools are approved when ``auto_approve`` (the allowlist; None means all) names them; a
@@ -100,7 +120,11 @@ class Registry:
         for key in removed:
             del self.entries[key]
         self.down.discard(server)
-        return Diff(tuple(sorted(added)), tuple(removed), tuple(sorted(changed)))
+        previous = self.contracts.get(server)
+        self.contracts[server] = contract_fingerprint(tools, capabilities)
+        return Diff(
+            tuple(sorted(added)), tuple(removed), tuple(sorted(changed)), self.contracts[server], previous
+        )
 
     def approve(self, qualified: str, fingerprint_seen: str) -> None:
         """Approve the contract the user saw; a newer contract than that one stays unapproved."""
@@ -109,7 +133,17 @@ class Registry:
             entry.approved, entry.changed = True, False
 
     def alias(self, alias: str, qualified: str) -> None:
-        self.aliases[alias] = self._lookup(qualified).key
+        """A product name for one origin. It may not contain a dot (qualified names do, so an alias can
+        never shadow one) and may not be re-pointed at another origin."""
+        if not alias or "." in alias:
+            raise ValueError(f"alias {alias!r} must be non-empty and contain no '.'")
+        key = self._lookup(qualified).key
+        if self.aliases.get(alias, key) != key:
+            raise ValueError(f"alias {alias!r} already names {self.aliases[alias].qualified}")
+        self.aliases[alias] = key
+
+    def alias_of(self, key: CapabilityKey) -> str | None:
+        return next((alias for alias, target in self.aliases.items() if target == key), None)
 
     def mark_down(self, server: str) -> None:
         self.down.add(server)
@@ -135,10 +169,8 @@ class Registry:
         return entry
 
     def _lookup(self, name: str) -> Entry:
-        key = self.aliases.get(name)
-        if key is None:
-            server, dot, tool = name.partition(".")
-            key = CapabilityKey(server, tool) if dot else None
+        server, dot, tool = name.partition(".")
+        key = CapabilityKey(server, tool) if dot else self.aliases.get(name)
         entry = self.entries.get(key) if key is not None else None
         if entry is None:
             raise UnknownCapability(f"no capability {name!r}")

@@ -3,7 +3,9 @@
 Events invalidate what they name; a tools-list change triggers a rediscovery (diffed by the registry).
 When the stream is lost the host cannot know what it missed (there is no replay), so it drops every
 cached result of that server, counts a gap, and listens again after a bounded back-off: the next read
-goes to the source instead of trusting a history that may have a hole.
+goes to the source instead of trusting a history that may have a hole. Once listening again it reads
+the tool list from the source too (diffed: a tool redeployed in the gap loses its approval), so no
+call goes out under the contract of before the gap.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Watch:
     gaps: int = 0
     events: int = 0
     supported: bool = True
+    rereads: int = 0  # tool lists re-read after a gap
 
 
 def watch(
@@ -58,6 +61,9 @@ async def _run(host: Host, w: Watch, attempts: int) -> None:
                 async with conn.client.listen(
                     tools_list_changed=True, resources_list_changed=True, resource_subscriptions=list(w.uris)
                 ) as subscription:
+                    if w.gaps:
+                        await host.discover_server(w.server, w.principal)
+                        w.rereads += 1
                     w.listening.set()
                     delay = 0.1
                     async for event in subscription:

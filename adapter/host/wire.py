@@ -7,7 +7,10 @@ transport sits below the SDK and checks every JSON-RPC response before the SDK s
 * its ``id`` is the id of the request on that POST;
 * the protocol version it names (``MCP-Protocol-Version`` header, ``_meta`` stamp) is the declared one,
   and a 2026-era request gets a 2026-era result (``resultType``);
-* the server identity it names (the ``serverInfo`` stamp) is the one this connection is bound to.
+* the server identity it names (the ``serverInfo`` stamp) is the one this connection is bound to;
+* it came from the configured URL: a request the SDK would follow to another path of the same origin
+  (a same-origin redirect: a gateway routing ``/us`` to ``/eu``) is refused before it is sent, since
+  the server's identity is its configured id and URL, not the name it declares.
 
 A failed check raises :class:`CorrelationError` in place of the response and is noted in the
 :class:`WireJournal`, which also records, per request, whether it left the host and whether an answer
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapter.host.errors import CorrelationError
 
@@ -30,7 +34,7 @@ __all__ = ["WireGuard", "WireJournal", "WireRecord", "span_of"]
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
-MODERN_VERSIONS = frozenset({"2026-07-28"})
+MODERN_VERSIONS = frozenset(MODERN_PROTOCOL_VERSIONS)
 
 
 def span_of(traceparent: str | None) -> str | None:
@@ -42,7 +46,12 @@ def span_of(traceparent: str | None) -> str | None:
 
 @dataclass
 class WireRecord:
-    """What happened to one request on the wire. Holds ids and verdicts only, never contents."""
+    """What happened to one request on the wire. Holds ids and verdicts only, never contents.
+
+    ``http_status`` and ``error_code`` are the evidence the era detection and the failure report read:
+    a 401 is a credential problem, a 5xx a passing one, a 400 with a JSON-RPC error to
+    ``server/discover`` a server of the handshake era.
+    """
 
     rpc_id: str | int | None
     method: str
@@ -52,6 +61,9 @@ class WireRecord:
     answered: bool = False
     lost: bool = False
     rejected: str | None = None
+    http_status: int | None = None
+    error_code: int | None = None
+    abandoned: bool = False  # the host closed the request's stream before an answer (cancellation)
 
 
 @dataclass
@@ -61,6 +73,9 @@ class WireJournal:
     by_span: dict[str, WireRecord] = field(default_factory=dict)
     recent: list[WireRecord] = field(default_factory=list)
     expected_server: str | None = None
+    expected_url: str | None = None
+    cancelled: list[str | int] = field(default_factory=list)  # ids named by notifications/cancelled sent
+    strays: int = 0  # responses for an id this host never sent (stdio: dropped)
 
     def note(self, span: str | None, record: WireRecord) -> None:
         if span is not None:
@@ -77,7 +92,16 @@ class WireGuard(httpx2.AsyncBaseTransport):
         self.journal = journal
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        expected = self.journal.expected_url
+        if expected is not None and not _same_endpoint(str(request.url), expected):
+            why = f"request routed to {request.url}, not the configured {expected}"
+            self.journal.note(None, WireRecord(None, "(redirected)", None, None, rejected=why))
+            raise CorrelationError(why)  # never sent
         message = _json_body(request)
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            request_id = (message.get("params") or {}).get("requestId")
+            if request_id is not None:
+                self.journal.cancelled.append(request_id)
         if not isinstance(message, dict) or "id" not in message or "method" not in message:
             return await self._inner.handle_async_request(request)
         params = message.get("params") or {}
@@ -97,6 +121,7 @@ class WireGuard(httpx2.AsyncBaseTransport):
             record.sent = record.lost = True
             raise
         record.sent = True
+        record.http_status = response.status_code
         answered_version = response.headers.get("mcp-protocol-version")
         if answered_version and record.declared_version and answered_version != record.declared_version:
             record.rejected = f"response for protocol version {answered_version}"
@@ -114,6 +139,11 @@ class WireGuard(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _same_endpoint(url: str, expected: str) -> bool:
+    a, b = httpx2.URL(url), httpx2.URL(expected)
+    return (a.scheme, a.host, a.port, a.path.rstrip("/")) == (b.scheme, b.host, b.port, b.path.rstrip("/"))
 
 
 def _json_body(request: httpx2.Request) -> Any:
@@ -175,9 +205,14 @@ class _CheckedStream(httpx2.AsyncByteStream):
         if verdict is not None:
             self._record.rejected = verdict
             raise CorrelationError(verdict)
+        error = message.get("error")
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            self._record.error_code = error["code"]
         self._record.answered = True
 
     async def aclose(self) -> None:
+        if not self._record.answered and self._record.rejected is None:
+            self._record.abandoned = True
         await self._inner.aclose()
 
 

@@ -33,8 +33,17 @@ import uvicorn
 from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
 from adapter.entrypoints.http.app import create_app
+from adapter.host import Principal, TransportDecision
 from adapter.store.migrate import upgrade
 from tests.support.servers import free_port, stop_process
+
+HTTP_DECISION = TransportDecision(
+    operator="the tests (an instance of this kit's server per test)",
+    update_path="the working tree under test",
+    principal="each user's own bearer token",
+    network_path="loopback HTTP",
+    lifecycle="a shared service, started and stopped by the test",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ROOT / "interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -61,6 +70,11 @@ class OurServer:
             json.dumps({t: {"principal": p, "tenant": "acme"} for p, t in self.tokens.items()})
         )
         upgrade(self.database)
+
+    @property
+    def credentials(self) -> dict[Principal, str]:
+        """The host's credentials for this server: each principal of tenant acme, its own token."""
+        return {Principal(p, "acme"): token for p, token in self.tokens.items()}
 
     @property
     def database(self) -> str:
@@ -149,13 +163,23 @@ class NetworkFaults:
 
     ``lose_tool``: the next call of that tool reaches the server and is processed in full; only its
     answer never arrives (a dropped connection after the server committed). ``cut_listen``: set it to
-    cut the open listen stream.
+    cut the open listen stream. ``lose_list_after``: after a call of that tool is answered, lose the
+    next ``tools/list``'s answer (the SDK's re-listing to check an output schema). ``fail[method]``:
+    answer that many requests of the method with ``status`` (a 5xx) without passing them on.
+    ``misroute_to``: send every request to that URL instead (a misrouting proxy below the guard).
     """
 
     def __init__(self) -> None:
         self.lose_tool: str | None = None
         self.cut_listen = asyncio.Event()
         self.lost = 0
+        self.lose_list_after: str | None = None
+        self._list_doomed = False
+        self.fail: dict[str, int] = {}
+        self.status = 503
+        self.failed = 0
+        self.misroute_to: str | None = None
+        self.sent: list[tuple[str, Any]] = []  # (method, JSON-RPC id or params) of everything sent
 
     def wrap(self, inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
         return _LosingTransport(inner, self)
@@ -169,8 +193,26 @@ class _LosingTransport(httpx2.AsyncBaseTransport):
         body: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             body = json.loads(request.content)
-        response = await self.inner.handle_async_request(request)
         method, faults = body.get("method"), self.faults
+        if method:
+            faults.sent.append((str(method), body.get("id", body.get("params"))))
+        if faults.fail.get(str(method), 0) > 0:
+            faults.fail[str(method)] -= 1
+            faults.failed += 1
+            return httpx2.Response(faults.status, content=b"upstream trouble", request=request)
+        if faults.misroute_to is not None:
+            request = httpx2.Request(
+                request.method, faults.misroute_to, headers=request.headers, content=request.content
+            )
+        response = await self.inner.handle_async_request(request)
+        if method == "tools/list" and faults._list_doomed:
+            faults._list_doomed = False
+            await response.aread()
+            await response.aclose()
+            faults.lost += 1
+            raise httpx2.ReadError("connection reset after the tools/list was delivered")
+        if method == "tools/call" and faults.lose_list_after == body["params"].get("name"):
+            faults.lose_list_after, faults._list_doomed = None, True
         if method == "tools/call" and faults.lose_tool and body["params"].get("name") == faults.lose_tool:
             faults.lose_tool = None
             async for _ in response.stream:  # the server finishes its work; the answer goes nowhere

@@ -35,6 +35,7 @@ from adapter.host import (
     ServerSpec,
     StatusVerdict,
 )
+from tests.host.conftest import HTTP_DECISION
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +141,7 @@ async def allow(request: ConsentRequest) -> bool:
 
 
 def host_for(url: str, **kwargs: Any) -> Host:
-    spec = ServerSpec("fake", url, {"alice": "token-a"})
+    spec = ServerSpec("fake", url, {ALICE: "token-a"}, transport=HTTP_DECISION)
     return Host(
         [spec], Policy({"fake": ServerRule(principals={"alice"})}), consent=allow, audit=AuditLog(), **kwargs
     )
@@ -257,7 +258,8 @@ async def test_probes_of_a_server_that_stays_down_are_bounded() -> None:
         f"http://127.0.0.1:{port}/mcp", probes=ProbeSchedule(attempts=3, first_wait=0.01, max_wait=0.02)
     )
     async with host:
-        assert await host.discover(ALICE) == {}
+        report = await host.discover(ALICE)
+        assert report.diffs == {} and report.failures["fake"].kind == "unreachable"
         assert host.registry.down == {"fake"}
         probe = host.probe_task("fake")
         assert probe is not None

@@ -1,37 +1,41 @@
-"""docs/host-kit.md's example runs as printed, against two instances of our server."""
+"""docs/host-kit.md: every example runs as printed, and every test its obligations table names exists."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from adapter.host import CallState
+from adapter.host import AuditLog, CallState, Host, Policy, Principal, ServerRule, ServerSpec
+from tests.host.conftest import HTTP_DECISION
 
 pytestmark = pytest.mark.anyio
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "host-kit.md"
+HERE = Path(__file__).resolve().parent
 
 
-def example() -> tuple[str, dict[str, Any]]:
-    [code] = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+def examples() -> dict[str, Any]:
+    """Every python block of the doc, executed into one namespace (each must define what it shows)."""
     namespace: dict[str, Any] = {}
-    exec(compile(code, str(DOC), "exec"), namespace)
-    return code, namespace
+    for code in re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S):
+        exec(compile(code, str(DOC), "exec"), namespace)
+    return namespace
 
 
-def test_the_example_wires_two_servers_in_under_40_lines() -> None:
-    code, namespace = example()
-    assert len(code.strip().splitlines()) < 40
-    assert callable(namespace["commit_on_both"])
+def test_the_first_example_wires_two_servers_in_under_40_lines() -> None:
+    first = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[0]
+    assert len(first.strip().splitlines()) < 40
+    assert callable(examples()["commit_on_both"])
 
 
 async def test_the_example_commits_on_both_servers(our_servers: dict[str, Any]) -> None:
-    _, namespace = example()
-    tokens = {name: server.tokens for name, server in our_servers.items()}
-    calls = await namespace["commit_on_both"](our_servers["eu"].url, our_servers["us"].url, tokens)
+    tokens = {name: server.credentials for name, server in our_servers.items()}
+    urls = {name: server.url for name, server in our_servers.items()}
+    calls = await examples()["commit_on_both"](urls, tokens)
     assert [(c.qualified, c.state) for c in calls] == [
         ("eu.commit_import", CallState.COMPLETED),
         ("us.commit_import", CallState.COMPLETED),
@@ -43,12 +47,12 @@ async def test_the_example_resolves_lost_commits_through_the_status_tool(
 ) -> None:
     from legacy_sim.client import LegacyClient
 
-    _, namespace = example()
-    tokens = {name: server.tokens for name, server in our_servers.items()}
+    tokens = {name: server.credentials for name, server in our_servers.items()}
+    urls = {name: server.url for name, server in our_servers.items()}
     legacy = LegacyClient(*legacy_address, timeout=5.0)
     legacy.faults(drop_after_commit=1.0)
     try:
-        calls = await namespace["commit_on_both"](our_servers["eu"].url, our_servers["us"].url, tokens)
+        calls = await examples()["commit_on_both"](urls, tokens)
     finally:
         legacy.faults(drop_after_commit=0.0)
         legacy.close()
@@ -56,3 +60,38 @@ async def test_the_example_resolves_lost_commits_through_the_status_tool(
         assert CallState.FAILED not in call.states
         assert call.state in (CallState.OUTCOME_UNKNOWN, CallState.COMPLETED)
         assert any(why.startswith("status tool:") for _, _, why in call.history)
+
+
+async def test_the_model_example_runs_one_turn(our_servers: dict[str, Any]) -> None:
+    alice = Principal("alice", "acme")
+    eu = our_servers["eu"]
+
+    async def allow(request: Any) -> bool:
+        return True
+
+    spec = ServerSpec("eu", eu.url, eu.credentials, transport=HTTP_DECISION)
+    async with Host(
+        [spec], Policy({"eu": ServerRule(principals={"alice"})}), consent=allow, audit=AuditLog()
+    ) as host:
+        await host.discover(alice)
+        proposal = {"name": "eu__begin_import", "arguments": {"target": "customers"}}
+        text = await examples()["one_model_turn"](host, alice, proposal)
+    assert text.startswith("eu.begin_import completed.") and '<untrusted-data server="eu"' in text
+
+
+def _tests_in(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def test_every_test_the_obligations_table_names_exists_and_no_obligation_is_left_without_one() -> None:
+    text = DOC.read_text()
+    rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \|", line)]
+    assert len(rows) >= 51, "one row per obligation of seed 002"
+    for row in rows:
+        proof = row.rstrip(" |").rsplit(" | ", 1)[1]
+        named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", proof)
+        assert named or "matrix" in proof, f"no test for: {row[:80]}"
+        for file, test in named:
+            assert test in _tests_in(HERE / file), f"{file}::{test} named in docs/host-kit.md does not exist"
+    assert "test_the_federation_matrix" in _tests_in(HERE / "test_matrix.py")

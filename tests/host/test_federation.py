@@ -28,6 +28,7 @@ from adapter.host import (
     adapter_unknown,
     watch,
 )
+from tests.host.conftest import HTTP_DECISION
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +60,9 @@ def rule() -> ServerRule:
 def build_host(servers: dict[str, Any], faults: dict[str, Any], **kwargs: Any) -> tuple[Host, Consents]:
     consents = Consents()
     specs = [
-        ServerSpec(name, server.url, server.tokens, wrap_transport=faults[name].wrap)
+        ServerSpec(
+            name, server.url, server.credentials, wrap_transport=faults[name].wrap, transport=HTTP_DECISION
+        )
         for name, server in servers.items()
     ]
     policy = Policy({name: rule() for name in servers})

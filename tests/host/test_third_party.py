@@ -28,6 +28,7 @@ from adapter.host import (
     adapter_unknown,
     watch,
 )
+from tests.host.conftest import HTTP_DECISION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # server-everything is a node subprocess
 
@@ -42,8 +43,20 @@ def three_servers(everything: str, ours: dict[str, Any], faults: dict[str, Any])
         return request.tool != "toggle-subscriber-updates"
 
     specs = [
-        ServerSpec("everything", everything, {"alice": "unused"}, wrap_transport=faults["everything"].wrap),
-        ServerSpec("eu", ours["eu"].url, ours["eu"].tokens, wrap_transport=faults["eu"].wrap),
+        ServerSpec(
+            "everything",
+            everything,
+            {ALICE: "unused"},
+            wrap_transport=faults["everything"].wrap,
+            transport=HTTP_DECISION,
+        ),
+        ServerSpec(
+            "eu",
+            ours["eu"].url,
+            ours["eu"].credentials,
+            wrap_transport=faults["eu"].wrap,
+            transport=HTTP_DECISION,
+        ),
     ]
     policy = Policy(
         {

@@ -18,6 +18,7 @@ from adapter.host import (
     IllegalTransition,
     Policy,
     PolicyDenied,
+    Principal,
     Registry,
     ResultCache,
     Risk,
@@ -113,9 +114,9 @@ def test_risk_is_the_hosts_decision_hints_only_inform_the_default() -> None:
     assert policy.risk_of("eu", tool("silent")) is Risk.DESTRUCTIVE
     assert policy.risk_of("eu", tool("write", destructive_hint=False)) is Risk.WRITE
     with pytest.raises(PolicyDenied):
-        policy.check_server("alice", "elsewhere")
+        policy.check_server(Principal("alice", "acme"), "elsewhere")
     with pytest.raises(PolicyDenied):
-        policy.check_server("bob", "eu")
+        policy.check_server(Principal("bob", "acme"), "eu")
 
 
 def test_private_results_are_keyed_by_principal_and_tenant_public_ones_by_server() -> None:
@@ -160,5 +161,6 @@ def test_audit_events_carry_no_tokens_arguments_or_results() -> None:
         "call_id",
         "trace_id",
         "detail",
+        "tenant",
     }
     json.dumps(log.events[0].as_dict())
