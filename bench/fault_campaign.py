@@ -236,7 +236,9 @@ class Report:
 # --- infrastructure ---------------------------------------------------------------------------------
 
 
-_current = threading.local()  # the plan of the import the calling client thread is committing
+LOSE_TARGET = "campaign-lose"
+"""The target of imports whose first COMMIT is lost: the session learns it at BEGIN (a commit runs on
+the server's runner thread, not the client's, so nothing of the client's thread reaches it)."""
 
 
 class _LosingSession(ForwardingSession):
@@ -246,14 +248,14 @@ class _LosingSession(ForwardingSession):
         super().__init__(inner)
         self._port = port
         self._ref = ""
+        self._lose = False
 
-    def begin(self, batch_ref: str) -> None:
-        self._ref = batch_ref
-        super().begin(batch_ref)
+    def begin(self, batch_ref: str, target: str = "") -> None:
+        self._ref, self._lose = batch_ref, target == LOSE_TARGET
+        super().begin(batch_ref, target)
 
     def commit(self) -> CommittedBatch:
-        plan = getattr(_current, "plan", None)
-        if plan is not None and plan.lose_commit and self._port.lose_once(self._ref):
+        if self._lose and self._port.lose_once(self._ref):
             self._inner.close()  # the simulator drops the session: the batch is gone
             raise LegacyOutcomeUnknown(
                 f"legacy commit (batch_ref={self._ref}): connection reset while sending"
@@ -360,9 +362,9 @@ class _Campaign:
     def run_import(self, trace: ImportTrace) -> None:
         plan, who, service = trace.plan, trace.principal, self.service
         key = f"campaign-{plan.index}"
-        trace.handle = self._call(
-            trace, lambda: service.begin(who, "campaign", idempotency_key=f"{key}-b")
-        ).handle
+        target = LOSE_TARGET if plan.lose_commit else "campaign"
+        begun = self._call(trace, lambda: service.begin(who, target, idempotency_key=f"{key}-b"))
+        trace.handle = begun.handle
         trace.import_id = service.status(who, trace.handle).import_id
         rng = random.Random(self.config.seed * 7919 + plan.index)
         records, position, part = plan.records, 0, 0
@@ -374,11 +376,7 @@ class _Campaign:
                 lambda c=chunk, n=part: service.add(who, trace.handle, c, idempotency_key=f"{key}-a{n}"),
             )
             position, part = position + size, part + 1
-        _current.plan = plan
-        try:
-            self._commit_with_retries(trace, key, rng)
-        finally:
-            _current.plan = None
+        self._commit_with_retries(trace, key, rng)
 
     def _commit_with_retries(self, trace: ImportTrace, key: str, rng: random.Random) -> None:
         plan = trace.plan

@@ -21,6 +21,7 @@ from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
 from adapter.services import ImportService, ServiceContext
 from adapter.services.commit import batch_ref_for
 from legacy_sim.engine import LegacyEngine
+from tests.support.wait import wait_until
 
 
 class _Gates:
@@ -90,6 +91,9 @@ def test_a_commit_whose_lease_ran_out_stops_even_if_the_reconciler_is_in_its_own
     result = service.commit(alice, handle, progress=stall_then_reconcile)  # must not raise
     assert gates.reconciler is not None
     gates.reconciler.join(timeout=10)
+    # The reconciler resumes the commit under its own lease (it ran before COMMIT); the first run
+    # stops at its commit_sent write, which finds the lease taken.
+    wait_until(lambda: service.status(alice, handle).status != "committing", what="the resumed run")
 
     view = service.status(alice, handle)
     mine = [
