@@ -33,8 +33,11 @@ __all__ = [
     "CommitSubject",
     "ConfirmationRules",
     "FormRequired",
+    "Subject",
+    "VoidSubject",
     "question_text",
     "quote_for_question",
+    "subject_from_state",
     "valid_target",
 ]
 
@@ -66,8 +69,47 @@ class CommitSubject:
 
 
 NOTHING_CONFIRMED = CommitSubject(import_id="", target="", record_count=0)
-"""The ``expect`` of a commit for which a question was due but nothing could be asked: it matches no
-import (ids are never empty), so the commit answers a replay or refuses, and never starts."""
+"""The ``expect`` of a commit (or an abort) for which a question was due but nothing could be asked:
+it matches no import (ids are never empty), so the commit answers a replay or refuses, and never
+starts; the abort does only what needs no question, and never voids."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoidSubject:
+    """What a person confirms before an abort may void a batch in the legacy system: the import, its
+    target and record count, and the batch (None while its commit is still running or unknown: the
+    abort stops it, and voids what lands)."""
+
+    import_id: str
+    target: str
+    record_count: int
+    legacy_batch_id: str | None
+
+    def to_state(self) -> dict[str, object]:
+        return {
+            "kind": "void",
+            "import_id": self.import_id,
+            "target": self.target,
+            "record_count": self.record_count,
+            "legacy_batch_id": self.legacy_batch_id,
+        }
+
+
+Subject = CommitSubject | VoidSubject
+"""What one confirmation round names: a commit, or a void."""
+
+
+def subject_from_state(data: dict[str, object]) -> Subject:
+    """A round's subject from its state. Raises KeyError, TypeError or ValueError for anything else."""
+    if data.get("kind", "commit") == "commit":
+        return CommitSubject.from_state(data)
+    if data["kind"] != "void":
+        raise ValueError("not a subject")
+    commit = CommitSubject.from_state(data)
+    batch = data["legacy_batch_id"]
+    if batch is not None and not isinstance(batch, str):
+        raise TypeError("not a batch id")
+    return VoidSubject(commit.import_id, commit.target, commit.record_count, batch)
 
 
 class FormRequired(Exception):
@@ -116,10 +158,21 @@ def _escape(ch: str) -> str:
     return ch
 
 
-def question_text(subject: CommitSubject) -> str:
-    """The confirmation question: the numbers come from the store, the target is quoted."""
+def question_text(subject: Subject) -> str:
+    """The confirmation question: the numbers come from the store, the target and batch are quoted."""
     noun = "record" if subject.record_count == 1 else "records"
+    target = quote_for_question(subject.target)
+    if isinstance(subject, VoidSubject):
+        if subject.legacy_batch_id is None:
+            return (
+                f"Abort the import of {subject.record_count} {noun} into the legacy target {target} while it "
+                "is being committed? If the batch lands anyway, it is voided in the legacy system."
+            )
+        return (
+            f"Void the committed batch {quote_for_question(subject.legacy_batch_id)} of "
+            f"{subject.record_count} {noun} in the legacy target {target}? Voiding cannot be undone."
+        )
     return (
         f"Commit {subject.record_count} staged {noun} into the legacy target "
-        f"{quote_for_question(subject.target)}? The commit is final; it can only be voided later."
+        f"{target}? The commit is final; it can only be voided later."
     )

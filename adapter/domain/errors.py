@@ -176,8 +176,8 @@ class CompensationFailed(AdapterError):
 class ConfirmationStale(AdapterError):
     """The import changed after the person was asked: their answer does not cover what is staged now.
 
-    ``current`` is what a new question would describe (a ``CommitSubject``), or None when the import
-    can no longer be committed at all.
+    ``current`` is what a new question would describe (a ``CommitSubject``, or a ``VoidSubject`` for
+    an abort), or None when there is nothing to ask about any more.
     """
 
     code = "confirmation_stale"

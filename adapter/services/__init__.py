@@ -13,6 +13,7 @@ from typing import Any, Unpack
 
 import anyio.to_thread
 
+from adapter.domain.confirmation import CommitSubject, Subject
 from adapter.domain.identity import Principal
 from adapter.domain.states import IMPORT_FINAL, OperationState
 from adapter.domain.views import AbortResult, AddResult, BeginResult, CommitResult, ImportView, OperationView
@@ -90,7 +91,7 @@ class ImportService:
         handle: str,
         *,
         idempotency_key: str | None = None,
-        expect: Any = None,
+        expect: CommitSubject | None = None,
         cancel: CancelToken | None = None,
     ) -> CommitRun | CommitResult:
         """Claim and start the commit in the background (the run), or answer from the record."""
@@ -167,9 +168,14 @@ class ImportService:
 
     # --- abort, status ----------------------------------------------------------------------------
 
-    def abort(self, principal: Principal, handle: str, *, wait_seconds: float = 0.0) -> AbortResult:
-        """Abort; a committing import is stopped (waited for at most ``wait_seconds``, the budget)."""
-        return abort_import(self.ctx, principal, handle, wait_seconds=wait_budget(self.ctx, wait_seconds))
+    def abort(
+        self, principal: Principal, handle: str, *, wait_seconds: float = 0.0, expect: Subject | None = None
+    ) -> AbortResult:
+        """Abort; a committing import is stopped (waited for at most ``wait_seconds``, the budget).
+        ``expect``: what a person confirmed before a void (``abort_import``)."""
+        return abort_import(
+            self.ctx, principal, handle, wait_seconds=wait_budget(self.ctx, wait_seconds), expect=expect
+        )
 
     def status(self, principal: Principal, handle: str) -> ImportView:
         return import_status(self.ctx, principal, handle)

@@ -14,7 +14,8 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 
-from adapter.domain.errors import CompensationFailed, InvalidState
+from adapter.domain.confirmation import Subject
+from adapter.domain.errors import CompensationFailed, ConfirmationStale, InvalidState
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.states import (
     IMPORT_FINAL,
@@ -28,6 +29,7 @@ from adapter.domain.views import AbortResult
 from adapter.domain.vocabulary import EventKind, StopRequest
 from adapter.ports.legacy import LegacyError
 from adapter.services.access import find_import
+from adapter.services.commit.confirmation import void_subject_of
 from adapter.services.commit.runner import local_run
 from adapter.services.commit.stop import request_stop
 from adapter.services.context import ServiceContext
@@ -47,15 +49,24 @@ __all__ = [
 
 
 def abort_import(
-    ctx: ServiceContext, principal: Principal, handle: str, *, wait_seconds: float = 0.0
+    ctx: ServiceContext,
+    principal: Principal,
+    handle: str,
+    *,
+    wait_seconds: float = 0.0,
+    expect: Subject | None = None,
 ) -> AbortResult:
     """Abort ``handle``'s import: drop an open one, compensate a committed one, stop a committing one.
 
     A commit still running (or whose outcome is still unknown) is asked to stop (``abort``, see
     ``commit/stop.py``): before COMMIT it stops and nothing lands (the import becomes ``aborted``);
     after COMMIT the real outcome is waited for, and a batch that landed is voided. This call waits
-    up to ``wait_seconds`` for that; an answer before it says ``abort_requested``. Raises
-    HandleNotFound.
+    up to ``wait_seconds`` for that; an answer before it says ``abort_requested``.
+
+    ``expect`` is what a person confirmed (``commit/confirmation.py``): an abort that may void a batch
+    acts only if the import still is exactly that (``NOTHING_CONFIRMED``: it acts only where nothing
+    could be voided), checked in the transaction that acts. None: nobody was to be asked.
+    Raises HandleNotFound, ConfirmationStale.
     """
 
     dropped: list[tuple[str, int, int]] = []
@@ -66,6 +77,9 @@ def abort_import(
             row = find_import(uow, principal, handle)
             if row.state in IMPORT_FINAL:
                 return row.state
+            voids = void_subject_of(row)
+            if expect is not None and voids is not None and voids != expect:
+                raise ConfirmationStale(voids)  # it may void what the person was not shown: ask again
             if row.state == ImportState.OPEN.value:
                 transition(row, ImportState.ABORTED)
                 uow.events.record(EventKind.IMPORT_ABORTED, import_id=row.id, state=row.state)

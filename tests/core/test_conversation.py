@@ -12,17 +12,24 @@ from datetime import timedelta
 
 import pytest
 
-from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject, ConfirmationRules, FormRequired
+from adapter.domain.confirmation import (
+    NOTHING_CONFIRMED,
+    CommitSubject,
+    ConfirmationRules,
+    FormRequired,
+    VoidSubject,
+    question_text,
+)
 from adapter.domain.errors import ConfirmationStale, ConfirmationUsed, HandleNotFound, InvalidRequest
 from adapter.domain.identity import Principal
 from adapter.services import ImportService, ServiceContext
 from adapter.services.commit.confirmation import (
     Ask,
-    Commit,
     ConfirmationMissing,
     Conversation,
     Decision,
     Declined,
+    Proceed,
     Round,
 )
 from legacy_sim.engine import LegacyEngine
@@ -44,7 +51,7 @@ def test_nobody_to_ask_commits_at_once_with_the_callers_key(
     talk: Conversation, service: ImportService, alice: Principal
 ) -> None:
     handle = staged(service, alice, 2)
-    assert talk.start(alice, handle, key="k", ask=False) == Commit("k", None)
+    assert talk.start(alice, handle, key="k", ask=False) == Proceed("k", None)
 
 
 def test_the_first_question_names_what_the_store_holds_on_the_kits_clock(
@@ -65,7 +72,7 @@ def test_an_import_with_nothing_to_ask_about_commits_with_nothing_confirmed(
     talk: Conversation, service: ImportService, alice: Principal
 ) -> None:
     empty = service.begin(alice, "customers").handle
-    assert talk.start(alice, empty, key=None, ask=True) == Commit(None, NOTHING_CONFIRMED)
+    assert talk.start(alice, empty, key=None, ask=True) == Proceed(None, NOTHING_CONFIRMED)
 
 
 def test_an_accepted_round_commits_exactly_what_it_showed_once_under_a_key_of_its_own(
@@ -77,7 +84,7 @@ def test_an_accepted_round_commits_exactly_what_it_showed_once_under_a_key_of_it
     first = talk.answer(alice, handle, round_, Decision.ACCEPTED, key=None)
     again = talk.answer(alice, handle, round_, Decision.ACCEPTED, key=None)
 
-    assert first == Commit(f"confirmed:{round_.round_id}", round_.subject, round_)
+    assert first == Proceed(f"confirmed:{round_.round_id}", round_.subject, round_)
     assert again == first, "the same final round delivered twice names the same commit"
     assert talk.answer(alice, handle, round_, Decision.ACCEPTED, key="mine").key == "mine"
     with pytest.raises(ConfirmationUsed):
@@ -115,7 +122,7 @@ def test_a_stale_accept_is_asked_again_with_todays_numbers_then_refused_after_th
     handle = staged(service, alice, 2)
     round_ = asked(talk.start(alice, handle, key=None, ask=True))
     step = talk.answer(alice, handle, round_, Decision.ACCEPTED, key=None)
-    assert isinstance(step, Commit)
+    assert isinstance(step, Proceed)
     service.add(alice, handle, records(1))  # a record slips in after the question
     with pytest.raises(ConfirmationStale) as stale:
         service.commit(alice, handle, idempotency_key=step.key, expect=step.expect)
@@ -136,7 +143,7 @@ def test_a_commit_nobody_was_asked_about_that_became_committable_asks_a_first_qu
 ) -> None:
     handle = service.begin(alice, "customers").handle
     step = talk.start(alice, handle, key=None, ask=True)
-    assert step == Commit(None, NOTHING_CONFIRMED)
+    assert step == Proceed(None, NOTHING_CONFIRMED)
     service.add(alice, handle, records(2))
     with pytest.raises(ConfirmationStale) as stale:
         service.commit(alice, handle, expect=NOTHING_CONFIRMED)
@@ -193,3 +200,53 @@ def test_who_is_asked(mode: str, can_show_form: bool, asked_: bool | type[Except
 def test_a_state_that_holds_no_round_is_refused(state: dict[str, object]) -> None:
     with pytest.raises((KeyError, TypeError, ValueError)):
         Round.from_state(state)
+
+
+# --- an abort that may void a batch is asked about the same way ------------------------------------
+
+
+def test_an_abort_that_would_void_a_landed_batch_asks_about_exactly_that_batch(
+    talk: Conversation, service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    handle = staged(service, alice, 2)
+    committed = service.commit(alice, handle)
+    round_ = asked(talk.start(alice, handle, key=None, ask=True, purpose="void"))
+
+    assert round_.subject == VoidSubject(
+        committed_import(service, alice, handle), "customers", 2, committed.legacy_batch_id
+    )
+    assert f'"{committed.legacy_batch_id}"' in question_text(round_.subject)
+    step = talk.answer(alice, handle, round_, Decision.ACCEPTED, key=None)
+    assert isinstance(step, Proceed) and step.expect == round_.subject
+    assert service.abort(alice, handle, expect=step.expect).status == "compensated"
+    [batch] = legacy_engine.committed_batches()
+    assert batch["voided"]
+
+
+def test_dropping_an_open_imports_records_asks_nothing(
+    talk: Conversation, service: ImportService, alice: Principal
+) -> None:
+    handle = staged(service, alice, 2)
+    step = talk.start(alice, handle, key=None, ask=True, purpose="void")
+    assert step == Proceed(None, NOTHING_CONFIRMED)
+    assert service.abort(alice, handle, expect=NOTHING_CONFIRMED).status == "aborted"
+
+
+def test_an_abort_confirmed_before_the_import_changed_voids_nothing_and_asks_again(
+    talk: Conversation, service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """Asked while the import was open (nothing to void), answered after it committed."""
+    handle = staged(service, alice, 2)
+    step = talk.start(alice, handle, key=None, ask=True, purpose="void")
+    service.commit(alice, handle)
+    with pytest.raises(ConfirmationStale) as stale:
+        service.abort(alice, handle, expect=step.expect)  # type: ignore[union-attr]
+    again = asked(talk.stale(None, stale.value))
+    assert isinstance(again.subject, VoidSubject) and again.subject.legacy_batch_id is not None
+    assert service.status(alice, handle).status == "committed"
+    [batch] = legacy_engine.committed_batches()
+    assert not batch["voided"]
+
+
+def committed_import(service: ImportService, who: Principal, handle: str) -> str:
+    return service.status(who, handle).import_id

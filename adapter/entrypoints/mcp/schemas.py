@@ -135,6 +135,7 @@ class AbortImportIn(_In):
 class AbortImportOut(BaseModel):
     handle: str
     status: str
+    """The import's state afterwards (``declined``: the user said no to a void; nothing changed)."""
     abort_requested: bool = False
     """The import was committing: the abort takes effect when the commit ends (see ``message``)."""
     message: str | None = None

@@ -82,7 +82,7 @@ from adapter.entrypoints.mcp.tools import (
     start_commit,
 )
 from adapter.services import CommitState, ImportService
-from adapter.services.commit.confirmation import Commit
+from adapter.services.commit.confirmation import Proceed
 from adapter.services.listing import ImportChange
 from adapter.services.quotas import Slots
 
@@ -231,8 +231,9 @@ class McpGateway:
         # over SSE (adapter/entrypoints/http/answers.py).
         self.streamed_tools = frozenset(name for name, tool in self.tools.items() if tool.may_ask_user)
         # Tasks (SEP-2663): a commit of a request that declared the extension becomes a task.
+        commit_tools = frozenset(name for name, tool in self.tools.items() if tool.may_become_task)
         self.tasks = TasksExtension(
-            service, self._principal, self.streamed_tools, self.call_tool_as_task, self._commit_tool_result
+            service, self._principal, commit_tools, self.call_tool_as_task, self._commit_tool_result
         )
         self.server = self._build()
 
@@ -329,7 +330,7 @@ class McpGateway:
         """``commit_import`` for a request that declared the Tasks extension (``tasks.py``)."""
         return await self._call_tool(ctx, params, self._start_task)
 
-    async def _start_task(self, call: Call, handle: str, step: Commit) -> BaseModel:
+    async def _start_task(self, call: Call, handle: str, step: Proceed) -> BaseModel:
         """The confirmed commit, answered as a task once claimed; a replay of a finished commit is
         answered with its result as usual."""
         started = await start_commit(call, handle, step)

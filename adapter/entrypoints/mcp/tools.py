@@ -30,7 +30,7 @@ from adapter.entrypoints.mcp import schemas as s
 from adapter.entrypoints.mcp.confirm import ask_in_session, question, read_answer, should_ask
 from adapter.entrypoints.mcp.eras import era_of
 from adapter.services import CancelToken, CommitRun, ImportService
-from adapter.services.commit.confirmation import Ask, Commit, Declined
+from adapter.services.commit.confirmation import Ask, Declined, Proceed, Purpose
 
 __all__ = [
     "Call",
@@ -50,7 +50,7 @@ T = TypeVar("T")
 log = logging.getLogger("adapter.mcp.tools")
 
 
-StartTask = Callable[["Call", str, Commit], Awaitable[BaseModel]]
+StartTask = Callable[["Call", str, Proceed], Awaitable[BaseModel]]
 """Starts a confirmed commit as a task and answers with it (``tasks.py``): for a request that
 declared the Tasks extension."""
 
@@ -82,6 +82,8 @@ class Tool:
     run: ToolFn
     may_ask_user: bool = False
     """It may send the client a request mid-call (elicitation): a 2025-era call answers over SSE."""
+    may_become_task: bool = False
+    """A request that declared the Tasks extension may get a task for it (``tasks.py``)."""
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -186,46 +188,65 @@ async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
     )
 
 
-async def commit_import(
-    call: Call, args: s.CommitImportIn
-) -> s.CommitImportOut | InputRequiredResult | BaseModel:
+async def commit_import(call: Call, args: s.CommitImportIn) -> BaseModel | InputRequiredResult:
     """Drive the commit conversation (``services/commit/confirmation.py``), then commit.
 
+    The commit starts as the server's work; the answer comes when it ends or after the wait budget
+    (``in_progress``), or, for a request that declared the Tasks extension, at once as a task
+    (``call.start_task``).
+    """
+
+    async def commit(step: Proceed) -> BaseModel:
+        if call.start_task is not None:
+            return await call.start_task(call, args.handle, step)
+        return commit_out(await commit_and_wait(call, args.handle, step), call.wait_seconds)
+
+    return await converse(call, args.handle, args.idempotency_key, "commit", commit, _declined(args.handle))
+
+
+async def converse(
+    call: Call,
+    handle: str,
+    key: str | None,
+    purpose: Purpose,
+    act: Callable[[Proceed], Awaitable[BaseModel]],
+    declined: Callable[[int], BaseModel],
+) -> BaseModel | InputRequiredResult:
+    """Carry the conversation's questions and answers over MCP until it says to act, then ``act``.
+
     2026-07-28: each question is an ``input_required`` round, answered by the client's retry. The
-    2025 era: each question is asked on the session inside this request. Then the commit starts as
-    the server's work; the answer comes when it ends or after the wait budget (``in_progress``), or,
-    for a request that declared the Tasks extension, at once as a task (``call.start_task``).
+    2025 era: each question is asked on the session inside this request. An act that finds the
+    import changed since it was shown (``ConfirmationStale``) asks again with today's numbers.
     """
     conversation = call.service.conversation
     in_session = era_of(call.ctx.protocol_version) == "legacy"
     answer = None if in_session else read_answer(call.params.request_state, call.params.input_responses)
-    key = args.idempotency_key
-    step: Ask | Commit | Declined
+    step: Ask | Proceed | Declined
     if answer is None:
         ask = should_ask(call.ctx, conversation.rules)
-        step = await run_in_thread(conversation.start, call.principal, args.handle, key=key, ask=ask)
+        step = await run_in_thread(
+            conversation.start, call.principal, handle, key=key, ask=ask, purpose=purpose
+        )
     else:
-        step = await run_in_thread(conversation.answer, call.principal, args.handle, *answer, key=key)
+        step = await run_in_thread(conversation.answer, call.principal, handle, *answer, key=key)
     while True:
         if isinstance(step, Declined):
-            return _declined(args.handle, step.record_count)
+            return declined(step.record_count)
         if isinstance(step, Ask):
             if not in_session:
                 return question(step.round)
             decision = await ask_in_session(call.ctx, step.round, conversation.rules)
             step = await run_in_thread(
-                conversation.answer, call.principal, args.handle, step.round, decision, key=key
+                conversation.answer, call.principal, handle, step.round, decision, key=key
             )
             continue
         try:
-            if call.start_task is not None:
-                return await call.start_task(call, args.handle, step)
-            return commit_out(await commit_and_wait(call, args.handle, step), call.wait_seconds)
+            return await act(step)
         except ConfirmationStale as stale:  # the import changed since it was shown: ask again
             step = await run_in_thread(conversation.stale, step.round, stale)
 
 
-async def commit_and_wait(call: Call, handle: str, step: Commit) -> CommitResult:
+async def commit_and_wait(call: Call, handle: str, step: Proceed) -> CommitResult:
     """Start the commit and wait for it at most the wait budget, forwarding its progress.
 
     A commit already running (a repeat with the same key, or of the same import) is waited for the
@@ -245,7 +266,7 @@ async def commit_and_wait(call: Call, handle: str, step: Commit) -> CommitResult
     return await _wait_for_run(call, started)
 
 
-async def start_commit(call: Call, handle: str, step: Commit) -> CommitRun | CommitResult:
+async def start_commit(call: Call, handle: str, step: Proceed) -> CommitRun | CommitResult:
     return await run_in_thread(
         call.service.start_commit, call.principal, handle, idempotency_key=step.key, expect=step.expect
     )
@@ -319,16 +340,19 @@ def progress_message(value: float, total: int) -> str:
     return f"{sent} of {total} records sent; the legacy system is working on the next ones"
 
 
-def _declined(handle: str, record_count: int) -> s.CommitImportOut:
-    return s.CommitImportOut(
-        handle=handle,
-        status="declined",
-        operation_id=None,
-        legacy_batch_id=None,
-        record_count=record_count,
-        replayed=False,
-        message="The user declined; nothing was committed and the import is still open.",
-    )
+def _declined(handle: str) -> Callable[[int], BaseModel]:
+    def declined(record_count: int) -> s.CommitImportOut:
+        return s.CommitImportOut(
+            handle=handle,
+            status="declined",
+            operation_id=None,
+            legacy_batch_id=None,
+            record_count=record_count,
+            replayed=False,
+            message="The user declined; nothing was committed and the import is still open.",
+        )
+
+    return declined
 
 
 def commit_out(result: CommitResult, wait_seconds: float) -> s.CommitImportOut:
@@ -379,22 +403,37 @@ def next_step(result: CommitResult, wait_seconds: float) -> str | None:
 _NOT_APPLIED = "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
 
 
-async def abort_import(call: Call, args: s.AbortImportIn) -> s.AbortImportOut:
-    result = await run_in_thread(
-        call.service.abort, call.principal, args.handle, wait_seconds=call.wait_seconds
-    )
-    message = None
-    if result.abort_requested:
-        message = (
-            "The import was still committing. The abort is recorded: the commit stops before COMMIT and "
-            "nothing lands, or, if COMMIT was already sent, its batch is voided once it is known to have "
-            f'landed. Call get_import_status with handle "{args.handle}" and wait_seconds '
-            f"{call.wait_seconds:g} "
-            "to see the end (aborted or compensated)."
+async def abort_import(call: Call, args: s.AbortImportIn) -> BaseModel | InputRequiredResult:
+    """Abort; when it may void a batch that landed, the conversation asks first (as for a commit)."""
+
+    async def abort(step: Proceed) -> BaseModel:
+        result = await run_in_thread(
+            call.service.abort,
+            call.principal,
+            args.handle,
+            wait_seconds=call.wait_seconds,
+            expect=step.expect,
         )
-    return s.AbortImportOut(
-        handle=result.handle, status=result.status, abort_requested=result.abort_requested, message=message
-    )
+        message = None
+        if result.abort_requested:
+            message = (
+                "The import was still committing. The abort is recorded: the commit stops before COMMIT and "
+                "nothing lands, or, if COMMIT was already sent, its batch is voided once it is known to have "
+                f'landed. Call get_import_status with handle "{args.handle}" and wait_seconds '
+                f"{call.wait_seconds:g} to see the end (aborted or compensated)."
+            )
+        return s.AbortImportOut(
+            handle=result.handle,
+            status=result.status,
+            abort_requested=result.abort_requested,
+            message=message,
+        )
+
+    def declined(record_count: int) -> s.AbortImportOut:
+        message = "The user declined; nothing was voided or stopped."
+        return s.AbortImportOut(handle=args.handle, status="declined", message=message)
+
+    return await converse(call, args.handle, None, "void", abort, declined)
 
 
 async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportStatusOut:
@@ -491,16 +530,19 @@ def build_tools(handle_ttl_seconds: int, wait_seconds: float = 4.0) -> tuple[Too
             _hints(read_only=False, destructive=True, idempotent=True),
             commit_import,
             may_ask_user=True,
+            may_become_task=True,
         ),
         Tool(
             "abort_import",
             "Abort an import",
             "Abort an import: drop its staged records, or, if it was committed, void its legacy batch. A "
-            "commit still running is stopped before COMMIT, or its batch voided once it landed.",
+            "commit still running is stopped before COMMIT, or its batch voided once it landed. May ask "
+            "the user to confirm before anything in the legacy system can be voided.",
             s.AbortImportIn,
             s.AbortImportOut,
             _hints(read_only=False, destructive=True, idempotent=True),
             abort_import,
+            may_ask_user=True,
         ),
         Tool(
             "get_import_status",

@@ -1,22 +1,28 @@
-"""The commit conversation: confirming a commit, whatever carries the question to a person.
+"""The commit conversation: confirming a commit (or the void of an abort), whatever carries the
+question to a person.
 
 Both protocol eras and the Tasks path drive the same state machine, :class:`Conversation`; a
 transport only carries its questions and answers (``entrypoints/mcp/confirm.py``):
 
 * ``start()`` -> :class:`Ask` (a new round: what to ask, sealed by the transport) or
-  :class:`Commit` (nobody is to be asked: commit now);
-* ``answer(round, decision)`` -> :class:`Commit` (accepted), :class:`Declined`, or :class:`Ask`
+  :class:`Proceed` (nobody is to be asked: go ahead);
+* ``answer(round, decision)`` -> :class:`Proceed` (accepted), :class:`Declined`, or :class:`Ask`
   again (no usable answer), until ``max_rounds`` questions were asked;
-* ``stale(round, error)`` when the commit of an accepted round found the import changed -> a new
+* ``stale(round, error)`` when the act of an accepted round found the import changed -> a new
   :class:`Ask` with today's numbers, or the error after the last round.
+
+Two acts are confirmed this way (``purpose``): a commit (``CommitSubject``: what lands), and an
+abort that may void a batch that landed (``VoidSubject``: the batch, or a commit still running whose
+batch would be voided if it lands). Dropping the staged records of an open import asks nothing.
 
 The rules, one place for all transports:
 
-1. **What is asked is what may be committed.** :func:`commit_subject` reads the subject from the
-   store (never from the caller): the import, its target and its record count; ``None`` when there
-   is nothing to confirm. An accepted round commits with ``expect=<subject>``, and the commit's
-   claim refuses with ``confirmation_stale`` if the import no longer matches, in the transaction
-   that would start it: nothing the person did not see is ever committed.
+1. **What is asked is what may be done.** :func:`commit_subject` / :func:`void_subject` read the
+   subject from the store (never from the caller): the import, its target and its record count (and
+   the batch to void); ``None`` when there is nothing to confirm. An accepted round acts with
+   ``expect=<subject>``, and the commit's claim (or the abort's transaction) refuses with
+   ``confirmation_stale`` if the import no longer matches, in the transaction that would act: nothing
+   the person did not see is ever committed or voided.
 2. **A round is answered once.** :func:`record_decision` stores the first answer of a round
    durably, so a replay with the same answer gets the same outcome on any worker (an accepted final
    round delivered twice commits once: its key is ``confirmed:<round id>`` unless the caller gave
@@ -34,31 +40,42 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from adapter.domain.confirmation import NOTHING_CONFIRMED, CommitSubject, ConfirmationRules, FormRequired
+from adapter.domain.confirmation import (
+    NOTHING_CONFIRMED,
+    CommitSubject,
+    ConfirmationRules,
+    FormRequired,
+    Subject,
+    VoidSubject,
+    subject_from_state,
+)
 from adapter.domain.errors import ConfirmationStale, ConfirmationUsed, HandleNotFound, InvalidRequest
 from adapter.domain.identity import Principal
 from adapter.domain.states import ImportState
 from adapter.services.access import effective_state, find_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.tables import ConfirmationRoundRow
+from adapter.store.tables import ConfirmationRoundRow, ImportRow
 
 __all__ = [
     "Ask",
-    "Commit",
     "ConfirmationMissing",
     "ConfirmationRules",
     "Conversation",
     "Decision",
     "Declined",
     "FormRequired",
+    "Proceed",
+    "Purpose",
     "Round",
     "commit_subject",
     "mark_stale",
     "new_round_id",
     "record_decision",
+    "void_subject",
+    "void_subject_of",
 ]
 
 
@@ -91,7 +108,7 @@ class Round:
     round_id: str
     number: int
     started: datetime
-    subject: CommitSubject
+    subject: Subject
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -108,7 +125,7 @@ class Round:
         if type(number) is not int:
             raise TypeError("not a round number")
         started = datetime.fromtimestamp(float(state["started"]), UTC)
-        return cls(str(state["round_id"]), number, started, CommitSubject.from_state(state["subject"]))
+        return cls(str(state["round_id"]), number, started, subject_from_state(state["subject"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +136,13 @@ class Ask:
 
 
 @dataclass(frozen=True, slots=True)
-class Commit:
-    """Commit now: with ``key``, only if the import still is ``expect`` (None: nobody was asked;
-    ``NOTHING_CONFIRMED``: a question was due but there was nothing to ask about, so the commit may
-    only answer from the record or refuse)."""
+class Proceed:
+    """Act now: with ``key``, only if the import still is ``expect`` (None: nobody was asked;
+    ``NOTHING_CONFIRMED``: a question was due but there was nothing to ask about, so a commit may
+    only answer from the record or refuse, and an abort only do what needs no question)."""
 
     key: str | None
-    expect: CommitSubject | None
+    expect: Subject | None
     round: Round | None = None
 
 
@@ -134,7 +151,8 @@ class Declined:
     record_count: int
 
 
-Step = Ask | Commit | Declined
+Step = Ask | Proceed | Declined
+Purpose = Literal["commit", "void"]
 
 
 class Conversation:
@@ -144,13 +162,15 @@ class Conversation:
         self._ctx = ctx
         self.rules: ConfirmationRules = ctx.confirmation
 
-    def start(self, principal: Principal, handle: str, *, key: str | None, ask: bool) -> Ask | Commit:
-        """The first step of a commit request. Raises HandleNotFound."""
+    def start(
+        self, principal: Principal, handle: str, *, key: str | None, ask: bool, purpose: Purpose = "commit"
+    ) -> Ask | Proceed:
+        """The first step of a commit (or abort) request. Raises HandleNotFound."""
         if not ask:
-            return Commit(key, None)
-        subject = commit_subject(self._ctx, principal, handle)
-        if subject is None:  # nothing to ask about: the commit explains why not, or answers a replay
-            return Commit(key, NOTHING_CONFIRMED)
+            return Proceed(key, None)
+        subject = self._subject(purpose, principal, handle)
+        if subject is None:  # nothing to ask about: the act explains why not, or answers a replay
+            return Proceed(key, NOTHING_CONFIRMED)
         return Ask(self._round(1, None, subject))
 
     def answer(
@@ -165,11 +185,11 @@ class Conversation:
             return Declined(round_.subject.record_count)
         if held is Decision.ACCEPTED:
             # A final round delivered twice must commit once, so it carries a key of its own.
-            return Commit(key or f"confirmed:{round_.round_id}", round_.subject, round_)
+            return Proceed(key or f"confirmed:{round_.round_id}", round_.subject, round_)
         # Missing (no usable answer), or an accepted round that went stale: ask again, with today's numbers.
         if round_.number >= self.rules.max_rounds:
             raise ConfirmationMissing()
-        current = commit_subject(self._ctx, principal, handle)
+        current = self._subject(_purpose_of(round_.subject), principal, handle)
         if current is None:
             raise ConfirmationStale(None)
         return Ask(self._round(round_.number + 1, round_.started, current))
@@ -179,14 +199,23 @@ class Conversation:
         changed: ask again with today's numbers, or raise ``error`` after the last round."""
         if round_ is not None:
             mark_stale(self._ctx, round_.round_id)
-        current = error.current if isinstance(error.current, CommitSubject) else None
+        current = error.current if isinstance(error.current, CommitSubject | VoidSubject) else None
         asked = round_.number if round_ is not None else 0
         if current is None or asked >= self.rules.max_rounds:
             raise error
         return Ask(self._round(asked + 1, round_.started if round_ is not None else None, current))
 
-    def _round(self, number: int, started: datetime | None, subject: CommitSubject) -> Round:
+    def _round(self, number: int, started: datetime | None, subject: Subject) -> Round:
         return Round(new_round_id(), number, started or self._ctx.clock(), subject)
+
+    def _subject(self, purpose: Purpose, principal: Principal, handle: str) -> Subject | None:
+        if purpose == "void":
+            return void_subject(self._ctx, principal, handle)
+        return commit_subject(self._ctx, principal, handle)
+
+
+def _purpose_of(subject: Subject) -> Purpose:
+    return "void" if isinstance(subject, VoidSubject) else "commit"
 
 
 def commit_subject(ctx: ServiceContext, principal: Principal, handle: str) -> CommitSubject | None:
@@ -202,8 +231,27 @@ def commit_subject(ctx: ServiceContext, principal: Principal, handle: str) -> Co
         return CommitSubject(row.id, row.target, row.record_count)
 
 
+def void_subject(ctx: ServiceContext, principal: Principal, handle: str) -> VoidSubject | None:
+    """What a void confirmation would describe now; None unless aborting may void a batch.
+
+    Raises HandleNotFound."""
+    with ctx.store.unit_of_work() as uow:
+        return void_subject_of(find_import(uow, principal, handle))
+
+
+def void_subject_of(row: ImportRow) -> VoidSubject | None:
+    """A committed import: its batch. A commit still running or unknown: a batch that may land. Any
+    other import: nothing an abort could void (an open one's staged records are dropped unasked, a
+    compensating one's VOID was confirmed when it started)."""
+    if row.state == ImportState.COMMITTED:
+        return VoidSubject(row.id, row.target, row.record_count, row.legacy_batch_id)
+    if row.state in (ImportState.COMMITTING, ImportState.OUTCOME_UNKNOWN):
+        return VoidSubject(row.id, row.target, row.record_count, None)
+    return None
+
+
 def record_decision(
-    ctx: ServiceContext, principal: Principal, round_id: str, subject: CommitSubject, decision: Decision
+    ctx: ServiceContext, principal: Principal, round_id: str, subject: Subject, decision: Decision
 ) -> Decision:
     """Store the first answer of a round; return the answer the round holds.
 
@@ -233,7 +281,7 @@ def record_decision(
 
 
 def _same_answer(
-    existing: ConfirmationRoundRow, principal: Principal, subject: CommitSubject, decision: Decision
+    existing: ConfirmationRoundRow, principal: Principal, subject: Subject, decision: Decision
 ) -> Decision:
     if (existing.principal, existing.tenant, existing.import_id) != (
         principal.subject,
