@@ -54,6 +54,7 @@ const provider = new Provider(issuer, {
   features: {
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
+    revocation: { enabled: true },
     devInteractions: { enabled: true }, // the plain login and consent pages a headless test submits
     resourceIndicators: {
       enabled: true,

@@ -15,14 +15,17 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import html
 import json
 import os
+import re
 import secrets
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import jwt
@@ -51,14 +54,14 @@ BROWSER_REDIRECT = "http://127.0.0.1/callback"
 """The public client's redirect URI; as a native app's loopback URI any port is accepted (RFC 8252)."""
 
 
-def _client(client_id: str, scope: str, **extra: Any) -> dict[str, Any]:
+def _client(client_id: str, scope: str | None, **extra: Any) -> dict[str, Any]:
     return {
         "client_id": client_id,
         "client_secret": SECRET,
         "grant_types": ["client_credentials"],
         "redirect_uris": [],
         "response_types": [],
-        "scope": scope,
+        **({"scope": scope} if scope else {}),
         **extra,
     }
 
@@ -70,7 +73,7 @@ CLIENTS: list[dict[str, Any]] = [
     _client("no-tenant", MCP_SCOPES),  # its tokens name no tenant
     _client("short-lived", MCP_SCOPES, tenant="acme", token_ttl=1),
     _client("opaque", MCP_SCOPES, tenant="acme", token_format="opaque"),  # introspection
-    _client("introspector", ""),  # the MCP server itself, asking the introspection endpoint
+    _client("introspector", None),  # the MCP server itself, asking the introspection endpoint
     _client("operator", OPERATOR),
     _client("viewer", VIEWER),
     {
@@ -127,7 +130,11 @@ class Provider:
             "keys": [key.jwk for key in self.keys],
             "resources": [
                 {"match": MCP_RESOURCES, "scope": f"{MCP_SCOPES} {OPERATOR} {VIEWER}", "ttl": 300},
-                {"match": "^" + OTHER_RESOURCE.replace(".", r"\.") + "$", "scope": MCP_SCOPES, "ttl": 300},
+                {
+                    "match": "^" + OTHER_RESOURCE.replace(".", r"\.") + "$",
+                    "scope": f"{MCP_SCOPES} {OPERATOR} {VIEWER}",
+                    "ttl": 300,
+                },
             ],
             "clients": CLIENTS,
             "accounts": ACCOUNTS,
@@ -223,3 +230,27 @@ def running_provider(workdir: Path, **options: Any) -> Iterator[Provider]:
         yield provider
     finally:
         provider.stop()
+
+
+def sign_in(authorization_url: str, login: str) -> dict[str, str]:
+    """What a person does in the browser, headless: open the authorization URL, sign in as ``login``
+    on the provider's login page (any password), consent, and end at the redirect URI. Returns the
+    redirect's query (``code``, ``state``, ``iss``). Forms are submitted as a browser submits them,
+    with the provider's cookies."""
+    with httpx.Client(timeout=10) as browser:
+        response = browser.get(authorization_url)
+        for _ in range(12):
+            if response.is_redirect:
+                location = str(response.next_request.url) if response.next_request else ""
+                if location.startswith(BROWSER_REDIRECT):
+                    return dict(parse_qsl(urlsplit(location).query))
+                response = browser.get(location)
+                continue
+            assert response.status_code == 200, response.text[:500]
+            action, form = re.findall(r'<form[^>]*action="([^"]+)"[^>]*>(.*?)</form>', response.text, re.S)[0]
+            fields = {name: "" for name in re.findall(r'<input[^>]*name="([^"]+)"', form)}
+            fields.update(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', form))
+            if "login" in fields:
+                fields.update(login=login, password="any")
+            response = browser.post(html.unescape(action), data=fields)
+    raise AssertionError("the sign-in did not reach the redirect URI")

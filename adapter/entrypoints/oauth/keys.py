@@ -27,7 +27,7 @@ import httpx
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
-__all__ = ["IssuerKeys", "ProviderUnavailable", "UnknownKey", "get_json"]
+__all__ = ["IssuerKeys", "ProviderUnavailable", "UnknownKey", "get_json", "key_for", "metadata_urls"]
 
 log = logging.getLogger("adapter.auth")
 
@@ -118,7 +118,11 @@ class IssuerKeys:
         jwk = self._cached(kid)
         if jwk is None or self._stale():
             jwk = await self._refresh_for(kid)
-        return self._prepare(jwk, alg)
+        kid_alg = (str(jwk.get("kid", "")), alg)
+        prepared = self._prepared.get(kid_alg)
+        if prepared is None:
+            prepared = self._prepared[kid_alg] = key_for(jwk, alg)
+        return prepared
 
     async def warm_up(self) -> None:
         """Fetch the keys once at start-up so the first request does not wait (failures are logged)."""
@@ -205,23 +209,17 @@ class IssuerKeys:
             return jwks_uri
         raise last or ProviderUnavailable("no metadata")
 
-    # --- keys for algorithms ---------------------------------------------------------------------
 
-    def _prepare(self, jwk: dict[str, Any], alg: str) -> PyJWK:
-        """The key as PyJWT verifies with it, bound to ``alg``, which must fit the key."""
-        kid = str(jwk.get("kid", ""))
-        prepared = self._prepared.get((kid, alg))
-        if prepared is not None:
-            return prepared
-        declared = jwk.get("alg")
-        fits = alg in _FITS.get(str(jwk.get("kty")), set())
-        if alg in _CURVE:
-            fits = fits and jwk.get("crv") == _CURVE[alg]
-        if not fits or (declared is not None and declared != alg):
-            raise UnknownKey(f"the key the token names is not for {alg}")
-        try:
-            prepared = PyJWK(jwk, algorithm=alg)
-        except PyJWKError:
-            raise UnknownKey("the issuer's key cannot be read") from None
-        self._prepared[(kid, alg)] = prepared
-        return prepared
+def key_for(jwk: dict[str, Any], alg: str) -> PyJWK:
+    """The key as PyJWT verifies with it, bound to ``alg``, which must fit the key: its type (and
+    curve), and the ``alg`` the key itself declares, if it does (UnknownKey otherwise)."""
+    declared = jwk.get("alg")
+    fits = alg in _FITS.get(str(jwk.get("kty")), set())
+    if alg in _CURVE:
+        fits = fits and jwk.get("crv") == _CURVE[alg]
+    if not fits or (declared is not None and declared != alg):
+        raise UnknownKey(f"the key the token names is not for {alg}")
+    try:
+        return PyJWK(jwk, algorithm=alg)
+    except PyJWKError:
+        raise UnknownKey("the issuer's key cannot be read") from None

@@ -211,7 +211,9 @@ class IntrospectionVerifier:
             )
         except httpx.HTTPError as exc:
             raise ProviderUnavailable(f"introspection: {type(exc).__name__}") from None
-        if response.status_code != 200:
+        if response.status_code == 400:  # the provider will not introspect this token (a JWT, say)
+            raise TokenRefused("the provider does not accept this token for introspection")
+        if response.status_code != 200:  # 401: this server's own credentials are wrong; 5xx: it is down
             raise ProviderUnavailable(f"introspection: HTTP {response.status_code}")
         try:
             answer = response.json()
