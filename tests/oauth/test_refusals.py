@@ -111,6 +111,8 @@ async def test_an_expired_token_is_401_and_nothing_happens(
     handle = await staged(server, alice)
     short = idp.token("short-lived", audience)  # a one-second token from the provider
     exp = claims_of(short)["exp"]
+    response, _ = await server.call("get_import_status", {"handle": handle}, token=short)
+    assert response.status_code == 200, "good while it lasts (and remembered as checked)"
     await wait_until_async(lambda: time.time() > exp + 0.5, timeout=5, what="the token's expiry")
     response, _ = await server.call("commit_import", {"handle": handle}, token=short)
     assert response.status_code == 401

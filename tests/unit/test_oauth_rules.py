@@ -17,6 +17,7 @@ from adapter.entrypoints.oauth.callers import ClaimRules, claim
 from adapter.entrypoints.oauth.keys import UnknownKey, key_for, metadata_urls
 from adapter.entrypoints.oauth.scopes import ScopePolicy
 from adapter.entrypoints.oauth.verify import TokenRefused, VerifiedToken
+from adapter.entrypoints.oauth.wiring import CheckedTokens
 
 ISSUER = "https://idp.example.com"
 
@@ -137,3 +138,23 @@ def test_a_key_verifies_only_the_algorithms_it_fits() -> None:
     ]:
         with pytest.raises(UnknownKey):
             key_for(jwk, alg)
+
+
+def test_a_checked_token_is_believed_until_it_expires_and_never_longer_than_the_lifetime() -> None:
+    now = [1000.0]
+    checked = CheckedTokens(leeway=5, lifetime=60, size=2, clock=lambda: now[0])
+    caller = ClaimRules(ISSUER, "sub", "tenant", "scope", "o", "v").caller(
+        VerifiedToken("t", {"sub": "a", "tenant": "t"}, (), "c", 1010)
+    )
+    checked.put("short", caller)  # exp 1010, leeway 5: until 1015
+    checked.put("long", caller.model_copy(update={"expires_at": 5000}))  # the lifetime: until 1060
+    now[0] = 1014.9
+    assert checked.get("short") is caller and checked.get("long") is not None
+    now[0] = 1015.0
+    assert checked.get("short") is None
+    now[0] = 1060.0
+    assert checked.get("long") is None
+    lasting = caller.model_copy(update={"expires_at": None})
+    for name in ("a", "b", "c"):
+        checked.put(name, lasting)
+    assert checked.get("a") is None and checked.get("c") is lasting  # at most two kept: the oldest went

@@ -15,7 +15,8 @@ there:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -34,10 +35,47 @@ from adapter.entrypoints.oauth.keys import IssuerKeys
 from adapter.entrypoints.oauth.scopes import ScopePolicy
 from adapter.entrypoints.oauth.verify import IntrospectionVerifier, JwtVerifier, Verifier
 
-__all__ = ["ResourceServer", "check_oauth_settings"]
+__all__ = ["CheckedTokens", "ResourceServer", "check_oauth_settings"]
 
 ROOT_METADATA_PATH = "/.well-known/oauth-protected-resource"
 HTTP_TIMEOUT_SECONDS = 5.0
+
+
+class CheckedTokens:
+    """JWTs already checked, and who they name: a client sends the same token for its whole life.
+
+    Checking a JWT again gives the same answer until it expires (or its key is withdrawn, which the
+    key cache learns only after ``ADAPTER_OAUTH_JWKS_MAX_AGE_SECONDS`` anyway), so a token checked
+    once is believed until its ``exp`` (with the leeway), for ``lifetime`` seconds at most. Only
+    accepted tokens are kept, at most ``size`` of them (the oldest goes first). Introspected tokens
+    are never kept: introspection is chosen so that a revoked token stops at once.
+    """
+
+    def __init__(
+        self, *, leeway: int, lifetime: float = 60.0, size: int = 4096, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._entries: dict[str, tuple[CallerToken, float]] = {}
+        self._leeway = leeway
+        self._lifetime = lifetime
+        self._size = size
+        self._clock = clock
+
+    def get(self, token: str) -> CallerToken | None:
+        entry = self._entries.get(token)
+        if entry is None:
+            return None
+        if self._clock() >= entry[1]:
+            self._entries.pop(token, None)
+            return None
+        return entry[0]
+
+    def put(self, token: str, caller: CallerToken) -> None:
+        until = self._clock() + self._lifetime
+        if caller.expires_at is not None:
+            until = min(until, caller.expires_at + self._leeway)
+        if len(self._entries) >= self._size:
+            self._entries.pop(next(iter(self._entries)), None)
+        self._entries[token] = (caller, until)
 
 
 def check_oauth_settings(settings: Settings) -> None:
@@ -84,6 +122,7 @@ class ResourceServer:
         self._challenges = Challenges(self.metadata_url)
         self._client: httpx.AsyncClient | None = None
         self.keys: IssuerKeys | None = None
+        self.checked: CheckedTokens | None = None
         self.verifier: Verifier
         if settings.oauth_introspection_url is not None:
             assert settings.oauth_client_id is not None and settings.oauth_client_secret is not None
@@ -103,6 +142,7 @@ class ResourceServer:
                 refetch_seconds=settings.oauth_jwks_refetch_seconds,
                 max_age_seconds=settings.oauth_jwks_max_age_seconds,
             )
+            self.checked = CheckedTokens(leeway=settings.oauth_leeway_seconds)
             self.verifier = JwtVerifier(
                 self.keys,
                 issuer=self.issuer,
@@ -127,7 +167,13 @@ class ResourceServer:
 
     async def caller(self, token: str) -> CallerToken:
         """The MCP caller of a token (TokenRefused, ProviderUnavailable)."""
-        return self.rules.caller(await self.verifier.verify(token))
+        known = self.checked.get(token) if self.checked is not None else None
+        if known is not None:
+            return known
+        caller = self.rules.caller(await self.verifier.verify(token))
+        if self.checked is not None:
+            self.checked.put(token, caller)
+        return caller
 
     async def operator(self, token: str) -> tuple[Role, str] | None:
         """The admin role a token grants and its holder, or None (TokenRefused, ProviderUnavailable)."""
