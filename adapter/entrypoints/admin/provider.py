@@ -9,10 +9,10 @@ endpoint does (signature, issuer, audience, expiry) and leaves the role it grant
 the request's state, where ``identify_request()`` finds it. A refused token grants nothing (the
 dependency then answers 401); a provider that does not answer is 503.
 
-The dashboard takes such a token in the ``Authorization`` header of every request (an
-authenticating reverse proxy in front of it sends it, e.g. oauth2-proxy with
-``--pass-authorization-header``); it does not run the provider's browser sign-in itself, and its
-login form takes the admin tokens only.
+The dashboard takes such a token in the ``Authorization`` header of every request (sent by an
+authenticating reverse proxy in front of it: the operator's access token for this server's
+audience); it does not run the provider's browser sign-in itself, and its login form takes the
+admin tokens only.
 """
 
 from __future__ import annotations
