@@ -89,3 +89,10 @@ async def test_a_token_in_the_query_string_is_not_a_token(
             headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
         )
     assert response.status_code == 401
+
+
+async def test_only_the_mcp_endpoint_asks_for_a_token(server: OAuthServer) -> None:
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        assert (await http.get(server.base_url + "/no-such-page")).status_code == 404
+        assert (await http.get(server.base_url + "/healthz")).status_code == 200
+        assert (await http.post(server.base_url + "/mcp/", json={})).status_code == 401

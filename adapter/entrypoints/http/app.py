@@ -11,6 +11,7 @@ straight to the SDK.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -44,6 +45,7 @@ from adapter.startup import warn_about_token_file
 __all__ = ["AdapterApp", "create_app", "transport_security"]
 
 MCP_PATH = "/mcp"
+log = logging.getLogger("adapter.auth")
 LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -90,11 +92,10 @@ def create_app(
     auth_kwargs: dict[str, object] = {}
     resource_server: ResourceServer | None = None
     if settings.resource_server:  # the identity provider's tokens (adapter/entrypoints/oauth/)
-        resource_server = ResourceServer(
-            settings,
-            audience=settings.oauth_audience or public_url.rstrip("/") + MCP_PATH,
-            published_tools=gateway.tools,
-        )
+        audience = settings.oauth_audience or public_url.rstrip("/") + MCP_PATH
+        if settings.oauth_audience is None:
+            log.warning("ADAPTER_OAUTH_AUDIENCE is not set: tokens must name %s in aud", audience)
+        resource_server = ResourceServer(settings, audience=audience, published_tools=gateway.tools)
     elif settings.tokens is not None:  # the token file
         warn_about_token_file(settings)
         auth_kwargs = {
@@ -194,12 +195,13 @@ def create_app(
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "problems": []})
 
+    served: ASGIApp = mcp_app
     if resource_server is not None:
         # RFC 9728 metadata (before the mount, which would take every path), and the 401/403 guard.
         app.router.routes.extend(resource_server.metadata_routes(MCP_PATH))
-        mcp_app = ResourceServerGuard(mcp_app, resource_server)  # type: ignore[assignment]
+        served = ResourceServerGuard(mcp_app, resource_server, MCP_PATH)
         app.add_middleware(ProviderOperators, server=resource_server, settings=settings)
-    guarded_mcp = EraGuard(mcp_app, settings.protocol_eras)
+    guarded_mcp = EraGuard(served, settings.protocol_eras)
     app.mount("/", guarded_mcp)
     # Outermost first: Host/Origin, then the body size, both before any parsing or authentication.
     app.add_middleware(BodyLimit, limit=settings.body_limit(), admin_limit=settings.admin_max_body_bytes)

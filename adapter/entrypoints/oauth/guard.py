@@ -123,13 +123,14 @@ class Authenticator(Protocol):
 class ResourceServerGuard:
     """ASGI wrapper of the SDK's MCP app in resource-server mode (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, server: Authenticator) -> None:
+    def __init__(self, app: ASGIApp, server: Authenticator, path: str = "/mcp") -> None:
         self.app = AuthContextMiddleware(app)
         self.server = server
+        self.path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
+            await self.app(scope, receive, send)  # lifespan, and the SDK's 404 for any other path
             return
         policy, challenges = self.server.scopes, self.server.challenges
         headers: list[tuple[bytes, bytes]] = scope["headers"]
