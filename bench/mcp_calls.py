@@ -28,7 +28,8 @@ What runs where
   with the token file, one in resource-server mode checking a JWT (RS256, the key set from an
   issuer this script serves on loopback: its metadata and JWKS, fetched once), the same principal
   in both; ``get_import_status`` of the same import on each, interleaved ABBA, sequential and
-  concurrent. Target: the JWT's time per call at most 1.1x the token file's.
+  concurrent. Target: the JWT's time per call at most 1.1x the token file's. ``--uncached`` turns
+  the server's cache of checked tokens off, so every call checks its JWT from scratch.
 * Record validation: the simulator declares only the permissive ``*`` target (any JSON object is a
   record), so the child wraps its port in :class:`TypedTargets`, which declares the target ``items``
   whose records must match :class:`BenchItem` (six typed, required fields, an enum, bounds, no other
@@ -212,6 +213,8 @@ def child_main(config: dict[str, Any]) -> int:
     settings = load_settings(**config["settings"])
     kit = build(settings, legacy=TypedTargets(build_legacy_port(settings), schema=config["schema"]))
     app = create_app(kit)
+    if config.get("uncached") and app.state.resource_server is not None:
+        app.state.resource_server.checked = None  # every call checks its JWT from scratch
     app.state.gateway.tools[NOOP] = noop_tool()
     app.state.gateway.tools[NOOP_ADD] = noop_add_tool()
     worker = WorkerProfiler(kit.service)
@@ -794,6 +797,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATH",
         help="profile one extra add_records round in the server (PATH.loop, PATH.loop.worker)",
     )
+    p.add_argument(
+        "--uncached",
+        action="store_true",
+        help="with --auth jwt-vs-tokens: the JWT server checks every token anew (no checked-token cache)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -1029,7 +1037,12 @@ def auth_main(args: argparse.Namespace) -> int:
         servers: dict[str, tuple[str, str, ServerLog, int]] = {}
         for name, (auth, token) in variants.items():
             settings = {**common, **auth, "legacy_db": str(workdir / f"legacy-{name}.db")}
-            config: dict[str, Any] = {"settings": settings, "schema": False, "profile_names": []}
+            config: dict[str, Any] = {
+                "settings": settings,
+                "schema": False,
+                "profile_names": [],
+                "uncached": args.uncached,
+            }
             log_path = workdir / f"server-{name}.log"
             url, proc = stack.enter_context(server_process(config, log_path))
             servers[name] = (url, token, ServerLog(log_path), proc.pid)
@@ -1043,7 +1056,12 @@ def auth_main(args: argparse.Namespace) -> int:
         server_fetches = issuer.fetches["jwks"]  # before this process fetches the set for itself
         check_us = jwt_check_us(issuer)
     med = statistics.median
-    summary: dict[str, Any] = {"auth": "jwt-vs-tokens", "db": args.db, "rounds": args.rounds}
+    summary: dict[str, Any] = {
+        "auth": "jwt-vs-tokens",
+        "db": args.db,
+        "rounds": args.rounds,
+        "checked_token_cache": not args.uncached,
+    }
     for phase in ("sequential", "concurrent"):
         per = [r[phase] for r in rounds]
         ratios = [p["tokens"]["rate"] / p["jwt"]["rate"] for p in per]
