@@ -22,6 +22,7 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
     OAuthToken,
 )
+from mcp_types import ElicitResult
 
 from adapter.services.admin.reads import ImportFilter
 from tests.oauth.conftest import OAuthServer
@@ -61,12 +62,15 @@ class MemoryStorage:
         self.client_info = client_info
 
 
-async def run_import(server: OAuthServer, http: httpx2.AsyncClient, mode: str) -> dict[str, Any]:
+async def run_import(
+    server: OAuthServer, http: httpx2.AsyncClient, mode: str, elicitation_callback: Any = None
+) -> dict[str, Any]:
     async with Client(
         streamable_http_client(server.url, http_client=http),
         cache=None,
         read_timeout_seconds=TIMEOUT,
         mode=mode,  # type: ignore[arg-type]
+        elicitation_callback=elicitation_callback,
     ) as client:
         tools = [tool.name for tool in (await client.list_tools()).tools]
         assert "commit_import" in tools
@@ -154,3 +158,29 @@ async def test_authorization_code_with_pkce_signs_a_person_in_and_commits(
     assert len(legacy_engine.committed_batches()) == 1
     [stored] = server.kit.admin.list_imports(ImportFilter()).items
     assert (stored.principal, stored.tenant) == ("alice", "acme")  # the person who signed in
+
+
+@pytest.mark.parametrize(
+    "mode", ["auto", "legacy"]
+)  # sealed requestState (MRTR) / elicitation in the session
+async def test_the_commit_confirmation_round_trip_runs_on_the_providers_tokens(
+    server: OAuthServer, idp: Provider, legacy_engine: Any, mode: str
+) -> None:
+    asked: list[str] = []
+
+    async def accept(ctx: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    auth = ClientCredentialsOAuthProvider(
+        server_url=server.url,
+        storage=MemoryStorage(),
+        client_id="agent",
+        client_secret=SECRET,
+        issuer=idp.issuer,
+    )
+    async with httpx2.AsyncClient(auth=auth, timeout=TIMEOUT) as http:
+        out = await run_import(server, http, mode, elicitation_callback=accept)
+    assert out["committed"]["status"] == "committed"
+    assert len(asked) == 1 and "5 staged records" in asked[0], asked
+    assert len(legacy_engine.committed_batches()) == 1

@@ -84,6 +84,25 @@ def refused_tokens(idp: Provider, audience: str) -> dict[str, tuple[str, str]]:
     }
 
 
+async def test_no_token_is_401_and_nothing_happens(
+    server: OAuthServer, idp: Provider, audience: str, legacy_engine: Any
+) -> None:
+    alice = idp.token("agent", audience)
+    handle = await staged(server, alice)
+    for tool, arguments, scope in [
+        ("begin_import", {"target": "customers"}, WRITE),
+        ("add_records", {"handle": handle, "records": RECORDS}, WRITE),
+        ("commit_import", {"handle": handle}, COMMIT),
+    ]:
+        response, _ = await server.call(tool, arguments, token=None)
+        assert response.status_code == 401
+        assert challenge(response) == (
+            f'Bearer resource_metadata="{server.base_url}/.well-known/oauth-protected-resource/mcp", '
+            f'scope="{scope}"'
+        )
+    await assert_untouched(server, handle, alice, legacy_engine)
+
+
 async def test_each_refused_token_is_401_invalid_token_and_nothing_happens(
     server: OAuthServer, idp: Provider, audience: str, legacy_engine: Any
 ) -> None:
