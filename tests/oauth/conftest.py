@@ -140,7 +140,9 @@ class OAuthServer:
         return response, parse_body(response)
 
     @contextlib.asynccontextmanager
-    async def client(self, token: str, *, mode: str = "auto") -> AsyncIterator[Client]:
+    async def client(
+        self, token: str, *, mode: str = "auto", elicitation_callback: Any = None
+    ) -> AsyncIterator[Client]:
         """The SDK's client with a token it was handed (no OAuth of its own)."""
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT) as http,
@@ -149,6 +151,7 @@ class OAuthServer:
                 cache=None,
                 read_timeout_seconds=TIMEOUT,
                 mode=mode,  # type: ignore[arg-type]
+                elicitation_callback=elicitation_callback,
             ) as client,
         ):
             yield client

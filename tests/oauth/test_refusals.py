@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitResult, InputRequiredResult
 
 from adapter.services.admin.reads import ImportFilter
 from tests.oauth.conftest import OAuthServer
@@ -178,4 +180,26 @@ async def test_another_principal_with_a_valid_token_cannot_use_the_handle(
         result = body["result"]
         assert result["isError"] is True
         assert result["content"][0]["text"].startswith("handle_not_found:"), (tool, result)
+    await assert_untouched(server, handle, alice, legacy_engine)
+
+
+async def test_a_confirmation_is_bound_to_the_principal_whose_token_asked(
+    server: OAuthServer, idp: Provider, audience: str, legacy_engine: Any
+) -> None:
+    accept = ElicitResult(action="accept", content={"confirm": True})
+    alice = idp.token("agent", audience)
+    handle = await staged(server, alice)
+    async with server.client(alice, elicitation_callback=lambda *a: accept) as client:
+        asked = await client.session.call_tool("commit_import", {"handle": handle}, allow_input_required=True)
+    assert isinstance(asked, InputRequiredResult)
+    other = idp.token("other-agent", audience)  # a valid token of another principal, same tenant
+    async with server.client(other, elicitation_callback=lambda *a: accept) as client:
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool(
+                "commit_import",
+                {"handle": handle},
+                input_responses={"confirm": accept},
+                request_state=asked.request_state,
+                allow_input_required=True,
+            )
     await assert_untouched(server, handle, alice, legacy_engine)
