@@ -132,22 +132,35 @@ class ResourceServerGuard:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)  # lifespan, and the SDK's 404 for any other path
             return
-        policy, challenges = self.server.scopes, self.server.challenges
         headers: list[tuple[bytes, bytes]] = scope["headers"]
-        modern = _is_modern(headers)
-        needed = _needed_by_headers(policy, scope, headers) if modern or scope["method"] != "POST" else set()
-        token = bearer_token(headers)
-        if token is None:
-            wanted = " ".join(sorted(needed)) or policy.minimum
-            await challenges.send(send, 401, description="a bearer token is required", scope=wanted)
+        from_body = scope["method"] == "POST" and not _is_modern(headers)  # a 2025-era POST
+        needed = set() if from_body else _needed_by_headers(self.server.scopes, scope, headers)
+        caller = await self._authenticate(bearer_token(headers), needed, send)
+        if caller is None:
             return
+        if from_body:
+            body, receive = await _read_body(receive)
+            if body is None:
+                return  # the client went away (or the body limit answered 413)
+            needed = _needed_by_body(self.server.scopes, body)
+        if not await self._authorized(caller, needed, send):
+            return
+        scope["user"] = AuthenticatedUser(caller)
+        scope["auth"] = AuthCredentials(caller.scopes)
+        await self.app(scope, receive, send)
+
+    async def _authenticate(self, token: str | None, needed: set[str], send: Send) -> CallerToken | None:
+        """The token's caller, or None once the 401 (or 503) is sent."""
+        challenges = self.server.challenges
+        wanted = " ".join(sorted(needed)) or self.server.scopes.minimum
+        if token is None:
+            await challenges.send(send, 401, description="a bearer token is required", scope=wanted)
+            return None
         try:
-            caller = await self.server.caller(token)
+            return await self.server.caller(token)
         except TokenRefused as exc:
             _log(401, exc.reason)
-            wanted = " ".join(sorted(needed)) or policy.minimum
             await challenges.send(send, 401, error="invalid_token", description=exc.reason, scope=wanted)
-            return
         except ProviderUnavailable as exc:
             log.warning(json.dumps({"event": "auth.provider_unavailable", "reason": str(exc)}))
             await challenges.send(
@@ -157,28 +170,24 @@ class ResourceServerGuard:
                 description="the identity provider did not answer; try again",
                 extra=[(b"retry-after", b"5")],
             )
-            return
-        if not modern and scope["method"] == "POST":
-            body, receive = await _read_body(receive)
-            if body is None:
-                return  # the client went away (or the body limit answered 413)
-            needed = _needed_by_body(policy, body)
+        return None
+
+    async def _authorized(self, caller: CallerToken, needed: set[str], send: Send) -> bool:
+        """Whether the token has every scope the request needs; else the 403 step-up is sent."""
         missing = needed.difference(caller.scopes)
-        if missing:
-            _log(403, "insufficient_scope", sorted(missing))
-            granted = [s for s in policy.supported if s in caller.scopes]
-            ask = [s for s in policy.supported if s in needed or s in granted]
-            await challenges.send(
-                send,
-                403,
-                error="insufficient_scope",
-                description=f"this request needs the scope {' '.join(sorted(missing))}",
-                scope=" ".join(ask),
-            )
-            return
-        scope["user"] = AuthenticatedUser(caller)
-        scope["auth"] = AuthCredentials(caller.scopes)
-        await self.app(scope, receive, send)
+        if not missing:
+            return True
+        _log(403, "insufficient_scope", sorted(missing))
+        supported = self.server.scopes.supported
+        ask = [s for s in supported if s in needed or s in caller.scopes]  # keep what it has
+        await self.server.challenges.send(
+            send,
+            403,
+            error="insufficient_scope",
+            description=f"this request needs the scope {' '.join(sorted(missing))}",
+            scope=" ".join(ask),
+        )
+        return False
 
 
 def _log(status: int, reason: str, missing: list[str] | None = None) -> None:
