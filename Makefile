@@ -48,8 +48,9 @@ $(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
 conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python conformance/run.py
 
-# MCP clients that others wrote (TypeScript SDK 1.x, v2 client) on Node 22, for tests/mcp/test_node_clients.py;
-# pinned by tests/node/package-lock.json. Without them those tests skip.
+# MCP clients that others wrote (TypeScript SDK 1.x, v2 client) on Node 22, for tests/mcp/test_node_clients.py
+# and tests/oauth/test_node_clients.py, and the OpenID provider the OAuth tests run (oidc-provider, started by
+# tests/node/idp.mjs); pinned by tests/node/package-lock.json. Without them those tests skip.
 NODE_CLIENTS_STAMP := tests/node/node_modules/.installed-stamp
 
 $(NODE_CLIENTS_STAMP): tests/node/package.json tests/node/package-lock.json

@@ -10,6 +10,7 @@ import secrets
 import time
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, PositiveFloat, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -25,6 +26,8 @@ class ConfigError(Exception):
 
 
 Era = Literal["modern", "legacy"]
+# RFC 6749 scope-token: printable ASCII without space, quote or backslash (it goes into WWW-Authenticate).
+_SCOPE_TOKEN = r"^[!#-\[\]-~]{1,100}$"
 
 
 def _both_eras() -> list[Era]:
@@ -36,8 +39,13 @@ class Settings(BaseSettings):
 
     @property
     def local_mode(self) -> bool:
-        """No token file: loopback only, one principal, short-lived handles."""
-        return self.tokens is None
+        """No token file and no identity provider: loopback only, one principal, short-lived handles."""
+        return self.tokens is None and self.oauth_issuer is None
+
+    @property
+    def resource_server(self) -> bool:
+        """OAuth 2.1 resource-server mode: callers are who the identity provider's tokens say."""
+        return self.oauth_issuer is not None
 
     database_url: str = "sqlite:///./adapter.db"
     legacy_url: str = "embedded"
@@ -105,13 +113,45 @@ class Settings(BaseSettings):
     # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
     protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
     legacy_session_idle_seconds: PositiveFloat = 1800.0
+    # --- OAuth 2.1 resource server (docs/operations.md, "Signing in through an identity provider") ---
+    # Set: tokens come from this authorization server (JWTs checked against its keys, or RFC 7662
+    # introspection); excludes ADAPTER_TOKENS. See adapter/entrypoints/oauth/.
+    oauth_issuer: str | None = None
+    # This server's canonical resource URL (the tokens' `aud`); unset: the public URL + /mcp.
+    oauth_audience: str | None = None
+    oauth_principal_claim: str = Field(default="sub", min_length=1, max_length=200)
+    oauth_tenant_claim: str = Field(default="tenant", min_length=1, max_length=200)
+    oauth_algorithms: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"], min_length=1
+    )
+    oauth_leeway_seconds: int = Field(default=30, ge=0, le=300)
+    # An unknown `kid` refetches the issuer's key set at most this often (key rotation, no restart).
+    oauth_jwks_refetch_seconds: float = Field(default=30.0, ge=0, le=3600)
+    # The key set is fetched again after this long even when no unknown key was seen (revoked keys).
+    oauth_jwks_max_age_seconds: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
+    oauth_introspection_url: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = None
+    oauth_scope_read: str = Field(default="imports:read", pattern=_SCOPE_TOKEN)
+    oauth_scope_write: str = Field(default="imports:write", pattern=_SCOPE_TOKEN)
+    oauth_scope_commit: str = Field(default="imports:commit", pattern=_SCOPE_TOKEN)
+    oauth_scope_abort: str = Field(default="imports:abort", pattern=_SCOPE_TOKEN)
+    # The admin side's roles: from this claim ("scope": the token's scopes), by these two values.
+    oauth_roles_claim: str = Field(default="scope", min_length=1, max_length=200)
+    oauth_operator_role: str = Field(default="adapter:operator", min_length=1, max_length=200)
+    oauth_viewer_role: str = Field(default="adapter:viewer", min_length=1, max_length=200)
     # OpenTelemetry SERVER spans per MCP message (the SDK's middleware). Unset: on when a tracer
     # provider is configured at start-up (opentelemetry-instrument, or set in code before
     # create_app), off otherwise, since without one every span is dropped and only costs CPU.
     otel_spans: bool | None = None
 
     @field_validator(
-        "allowed_origins", "allowed_hosts", "dashboard_allowed_origins", "protocol_eras", mode="before"
+        "allowed_origins",
+        "allowed_hosts",
+        "dashboard_allowed_origins",
+        "protocol_eras",
+        "oauth_algorithms",
+        mode="before",
     )
     @classmethod
     def _comma_list(cls, value: object) -> object:
@@ -136,6 +176,34 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 32 characters")
         if len(set(value)) == 1:
             raise ValueError("must not be one character repeated")
+        return value
+
+    @field_validator("oauth_issuer", "oauth_audience", "oauth_introspection_url")
+    @classmethod
+    def _oauth_url(cls, value: str | None) -> str | None:
+        """OAuth 2.1 wants TLS: https, or plain http only to a loopback host (tests, a local provider)."""
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+        if (
+            not parts.hostname
+            or parts.scheme not in ("https", "http")
+            or (parts.scheme == "http" and not loopback)
+        ):
+            raise ValueError("must be an https:// URL (http:// only for a loopback host)")
+        if parts.query or parts.fragment:
+            raise ValueError("must have no query and no fragment")
+        return value
+
+    @field_validator("oauth_algorithms")
+    @classmethod
+    def _oauth_algorithms(cls, value: list[str]) -> list[str]:
+        """Asymmetric signatures only: never ``none``, and no shared-secret HS* (a JWKS key is public)."""
+        allowed = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+        wrong = [alg for alg in value if alg not in allowed]
+        if wrong:
+            raise ValueError(f"{wrong[0]!r} is not allowed; use some of {', '.join(sorted(allowed))}")
         return value
 
     def quotas(self) -> Quotas:

@@ -24,6 +24,12 @@ What runs where
   (the simulator as a child process over loopback, as in ``bench/core_import.py``). Neither
   ``get_import_status`` nor ``add_records`` talks to it; only the one set-up commit does.
 * Auth: ``--auth local`` (default; no token) or ``tokens`` (a token file, bearer token per request).
+  ``--auth jwt-vs-tokens`` is a run of its own (issue 23): two server children on one database, one
+  with the token file, one in resource-server mode checking a JWT (RS256, the key set from an
+  issuer this script serves on loopback: its metadata and JWKS, fetched once), the same principal
+  in both; ``get_import_status`` of the same import on each, interleaved ABBA, sequential and
+  concurrent. Target: the JWT's time per call at most 1.1x the token file's. ``--uncached`` turns
+  the server's cache of checked tokens off, so every call checks its JWT from scratch.
 * Record validation: the simulator declares only the permissive ``*`` target (any JSON object is a
   record), so the child wraps its port in :class:`TypedTargets`, which declares the target ``items``
   whose records must match :class:`BenchItem` (six typed, required fields, an enum, bounds, no other
@@ -59,6 +65,7 @@ Usage::
     .venv/bin/python bench/mcp_calls.py --profile-server /tmp/mcp_calls.prof
     .venv/bin/python bench/mcp_calls.py --only add_records --rounds 5         # add_records only
     .venv/bin/python bench/mcp_calls.py --only add_records --profile-add /tmp/add.prof
+    .venv/bin/python bench/mcp_calls.py --auth jwt-vs-tokens --rounds 4      # JWT vs the token file
 
 This is a benchmark, not a test: it prints a table and one JSON line (the last line of stdout).
 """
@@ -206,6 +213,8 @@ def child_main(config: dict[str, Any]) -> int:
     settings = load_settings(**config["settings"])
     kit = build(settings, legacy=TypedTargets(build_legacy_port(settings), schema=config["schema"]))
     app = create_app(kit)
+    if config.get("uncached") and app.state.resource_server is not None:
+        app.state.resource_server.checked = None  # every call checks its JWT from scratch
     app.state.gateway.tools[NOOP] = noop_tool()
     app.state.gateway.tools[NOOP_ADD] = noop_add_tool()
     worker = WorkerProfiler(kit.service)
@@ -762,7 +771,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     p.add_argument("--legacy", choices=("embedded", "tcp"), default="embedded")
-    p.add_argument("--auth", choices=("local", "tokens"), default="local")
+    p.add_argument("--auth", choices=("local", "tokens", "jwt-vs-tokens"), default="local")
     p.add_argument(
         "--eras",
         choices=("both", "modern"),
@@ -788,6 +797,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATH",
         help="profile one extra add_records round in the server (PATH.loop, PATH.loop.worker)",
     )
+    p.add_argument(
+        "--uncached",
+        action="store_true",
+        help="with --auth jwt-vs-tokens: the JWT server checks every token anew (no checked-token cache)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -796,6 +810,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(json.loads(args.child))
+    if args.auth == "jwt-vs-tokens":
+        return auth_main(args)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-calls-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         db_url = stack.enter_context(DatabaseFactory(args.db, workdir, args.postgres_url).fresh())
@@ -859,6 +875,228 @@ def main(argv: Sequence[str] | None = None) -> int:
         python=platform.python_version(),
         date=time.strftime("%Y-%m-%d"),
     )
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+# --- JWT validation vs the token file (--auth jwt-vs-tokens) --------------------------------------
+
+BENCH_AUDIENCE = "http://127.0.0.1:9/mcp"  # an identifier: the tokens name it, the server checks it
+
+
+class StaticIssuer:
+    """An OAuth issuer on loopback that publishes its metadata and one RS256 key, and signs tokens.
+
+    The server under test fetches the key set once and then checks every token locally; the fetch
+    count it reports proves there is no network call per request."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from jwt.algorithms import RSAAlgorithm
+
+        self._jwt = jwt
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = {**json.loads(RSAAlgorithm.to_jwk(self.key.public_key())), "kid": "bench", "alg": "RS256"}
+        self.fetches = {"jwks": 0}
+        issuer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                documents = {
+                    "/.well-known/openid-configuration": {
+                        "issuer": issuer.url,
+                        "jwks_uri": issuer.url + "/jwks",
+                    },
+                    "/jwks": {"keys": [jwk]},
+                }
+                body = json.dumps(documents.get(self.path, {})).encode()
+                if self.path == "/jwks":
+                    issuer.fetches["jwks"] += 1
+                self.send_response(200 if self.path in documents else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def token(self, subject: str, tenant: str) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": self.url,
+            "aud": BENCH_AUDIENCE,
+            "sub": subject,
+            "tenant": tenant,
+            "client_id": "bench",
+            "scope": "imports:read imports:write imports:commit imports:abort",
+            "iat": now,
+            "exp": now + 3600,
+        }
+        return str(
+            self._jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": "bench", "typ": "at+jwt"})
+        )
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+async def compare_auth(
+    servers: dict[str, tuple[str, str, ServerLog, int]], args: argparse.Namespace
+) -> list[dict[str, dict[str, float]]]:
+    """Rounds of ``get_import_status`` on each server (name -> url, token, log, pid), ABBA."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            name: [
+                await stack.enter_async_context(mcp_client(url, token))
+                for _ in range(max(1, args.concurrency))
+            ]
+            for name, (url, token, _, _) in servers.items()
+        }
+        handle = await committed_handle(clients["tokens"][0])
+        names = list(servers)
+
+        async def phase(per_client: int, chunk: int, concurrent: bool) -> dict[str, dict[str, float]]:
+            tallies = {name: Tally() for name in names}
+            done = turn = 0
+            while done < per_client:
+                n = min(chunk, per_client - done)
+                for name in names if turn % 2 == 0 else names[::-1]:
+                    _, _, log, pid = servers[name]
+                    group = clients[name] if concurrent else clients[name][:1]
+                    workers = [loop_worker(c, STATUS, handle, n) for c in group]
+                    tallies[name].add(await timed_block(log, pid, workers, n * len(group), STATUS))
+                done += n
+                turn += 1
+            return {name: t.figures() for name, t in tallies.items()}
+
+        await phase(20, 20, concurrent=True)  # warm-up: connections, tools/list, the key set
+        rounds = []
+        for r in range(args.rounds):
+            seq = await phase(args.calls, args.chunk, concurrent=False)
+            conc = await phase(args.calls_concurrent, max(1, args.chunk // args.concurrency), concurrent=True)
+            rounds.append({"sequential": seq, "concurrent": conc})
+            print(
+                f"  round {r + 1}: "
+                + " | ".join(
+                    f"{label} tokens {p['tokens']['rate']:5.0f} jwt {p['jwt']['rate']:5.0f} calls/s "
+                    f"({p['tokens']['rate'] / p['jwt']['rate']:.2f}x)"
+                    for label, p in (("seq", seq), (f"{args.concurrency}-way", conc))
+                ),
+                flush=True,
+            )
+    return rounds
+
+
+def jwt_check_us(issuer: StaticIssuer, n: int = 2000) -> float:
+    """Microseconds per JWT check by the server's verifier itself, the cache of checked tokens aside:
+    what each new token costs once (a client then sends it for its whole life)."""
+    from adapter.entrypoints.oauth import ResourceServer
+
+    settings = load_settings(tokens=None, oauth_issuer=issuer.url, oauth_audience=BENCH_AUDIENCE)
+    server = ResourceServer(settings, audience=BENCH_AUDIENCE, published_tools=[])
+    token = issuer.token("bench", "bench")
+
+    async def run() -> float:
+        await server.verifier.verify(token)  # the key set, fetched once
+        started = time.perf_counter()
+        for _ in range(n):
+            server.rules.caller(await server.verifier.verify(token))
+        elapsed = (time.perf_counter() - started) / n * 1e6
+        async with server.running():
+            pass
+        return elapsed
+
+    return asyncio.run(run())
+
+
+def auth_main(args: argparse.Namespace) -> int:
+    """``--auth jwt-vs-tokens``: the two servers, the rounds, the summary (see the module docstring)."""
+    issuer = StaticIssuer()
+    with tempfile.TemporaryDirectory(prefix="bench-auth-") as tmp, contextlib.ExitStack() as stack:
+        stack.callback(issuer.close)
+        workdir = Path(tmp)
+        db_url = stack.enter_context(DatabaseFactory(args.db, workdir, args.postgres_url).fresh())
+        tokens_path = workdir / "tokens.json"
+        tokens_path.write_text(json.dumps({TOKEN: {"principal": "bench", "tenant": "bench"}}))
+        common = {"database_url": db_url, "secret": secrets.token_hex(32), "secret_file": str(workdir / "s")}
+        variants = {
+            "tokens": ({"tokens": str(tokens_path)}, TOKEN),
+            "jwt": (
+                {"oauth_issuer": issuer.url, "oauth_audience": BENCH_AUDIENCE},
+                issuer.token("bench", "bench"),
+            ),
+        }
+        servers: dict[str, tuple[str, str, ServerLog, int]] = {}
+        for name, (auth, token) in variants.items():
+            settings = {**common, **auth, "legacy_db": str(workdir / f"legacy-{name}.db")}
+            config: dict[str, Any] = {
+                "settings": settings,
+                "schema": False,
+                "profile_names": [],
+                "uncached": args.uncached,
+            }
+            log_path = workdir / f"server-{name}.log"
+            url, proc = stack.enter_context(server_process(config, log_path))
+            servers[name] = (url, token, ServerLog(log_path), proc.pid)
+        print(
+            f"servers: token file {servers['tokens'][0]}, JWT {servers['jwt'][0]} (issuer {issuer.url})",
+            flush=True,
+        )
+        load_before = os.getloadavg()[0]
+        rounds = asyncio.run(compare_auth(servers, args))
+        load_after = os.getloadavg()[0]
+        server_fetches = issuer.fetches["jwks"]  # before this process fetches the set for itself
+        check_us = jwt_check_us(issuer)
+    med = statistics.median
+    summary: dict[str, Any] = {
+        "auth": "jwt-vs-tokens",
+        "db": args.db,
+        "rounds": args.rounds,
+        "checked_token_cache": not args.uncached,
+    }
+    for phase in ("sequential", "concurrent"):
+        per = [r[phase] for r in rounds]
+        ratios = [p["tokens"]["rate"] / p["jwt"]["rate"] for p in per]
+        summary[phase] = {
+            "tokens_calls_s": round(med(p["tokens"]["rate"] for p in per)),
+            "jwt_calls_s": round(med(p["jwt"]["rate"] for p in per)),
+            "ratio": round(med(ratios), 3),
+            "ratios": [round(x, 2) for x in ratios],
+            "server_cpu_ms_tokens": round(med(p["tokens"]["server_cpu_ms"] for p in per), 3),
+            "server_cpu_ms_jwt": round(med(p["jwt"]["server_cpu_ms"] for p in per), 3),
+        }
+    summary["jwks_fetches"] = server_fetches
+    summary["jwt_check_us"] = round(check_us, 1)
+    summary["load_avg_1m"] = [round(load_before, 2), round(load_after, 2)]
+    print("\nmedians over rounds; ratio = JWT time per call / token-file time per call")
+    for phase in ("sequential", "concurrent"):
+        p = summary[phase]
+        print(
+            f"{phase:<11} tokens {p['tokens_calls_s']:>5}/s  jwt {p['jwt_calls_s']:>5}/s  "
+            f"ratio {p['ratio']:.2f}x "
+            f"({', '.join(f'{x:.2f}' for x in p['ratios'])}); server CPU ms/call "
+            f"{p['server_cpu_ms_tokens']:.3f} vs {p['server_cpu_ms_jwt']:.3f}"
+        )
+    worst = max(summary["sequential"]["ratio"], summary["concurrent"]["ratio"])
+    print(f"the JWT server fetched the JWKS {summary['jwks_fetches']} time(s) in the whole run")
+    print(
+        f"one JWT checked from scratch (signature, claims; not the checked-token cache), in this process: "
+        f"{summary['jwt_check_us']} us"
+    )
+    print(
+        f"target JWT <= 1.1x the token file: {'met' if worst <= 1.1 else 'MISSED'} "
+        f"(worst median {worst:.2f}x)"
+    )
+    print(f"machine load (1-minute average) before / after: {load_before:.2f} / {load_after:.2f}")
+    summary.update(nproc=os.cpu_count(), python=platform.python_version(), date=time.strftime("%Y-%m-%d"))
     print(json.dumps(summary, sort_keys=True))
     return 0
 

@@ -48,7 +48,8 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
 
     if settings.local_mode and not _is_loopback(host):
         raise ConfigError(
-            "local mode (ADAPTER_TOKENS not set) serves loopback only; set ADAPTER_TOKENS to bind " + host
+            "local mode (ADAPTER_TOKENS and ADAPTER_OAUTH_ISSUER not set) serves loopback only; set one "
+            "of them to bind " + host
         )
     check_serving(settings)
     configure_logging()
@@ -57,7 +58,13 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
         app = create_app(kit, public_url=f"http://{host}:{port}")
         ttl = settings.local_ttl_seconds
         local = f"local mode: no auth, loopback only, handles are bearer secrets valid {ttl}s"
-        mode = local if settings.local_mode else "bearer tokens from ADAPTER_TOKENS"
+        mode = (
+            local
+            if settings.local_mode
+            else f"OAuth resource server of {settings.oauth_issuer}"
+            if settings.resource_server
+            else "bearer tokens from ADAPTER_TOKENS"
+        )
         print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
     finally:
@@ -67,8 +74,9 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
 
 def serve_stdio(settings: Settings) -> int:
     """Serve one host over stdio. The host started this process, so it is the one local principal;
-    bearer tokens belong to HTTP and are ignored here."""
-    settings = settings.model_copy(update={"tokens": None})
+    bearer tokens and the identity provider (ADAPTER_TOKENS, ADAPTER_OAUTH_*) belong to HTTP and are
+    ignored here."""
+    settings = settings.model_copy(update={"tokens": None, "oauth_issuer": None})
     check_serving(settings)
     configure_logging()
     kit = build(settings)

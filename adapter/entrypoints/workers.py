@@ -90,7 +90,8 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     check_scale_out(settings, workers)
     if settings.local_mode and not _is_loopback(host):
         raise ConfigError(
-            "local mode (ADAPTER_TOKENS not set) serves loopback only; set ADAPTER_TOKENS to bind " + host
+            "local mode (ADAPTER_TOKENS and ADAPTER_OAUTH_ISSUER not set) serves loopback only; set one "
+            "of them to bind " + host
         )
     check_schema_current(settings.database_url)
     configure_logging()

@@ -47,9 +47,9 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) 
         process.wait(timeout=5)
 
 
-def _uvicorn(app: Any) -> uvicorn.Server:
+def _uvicorn(app: Any, port: int = 0) -> uvicorn.Server:
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
     return uvicorn.Server(config)
 
@@ -81,9 +81,10 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def serve_in_process(app: Any) -> AsyncIterator[str]:
-    """uvicorn on 127.0.0.1:0 in this event loop (async clients); yields the base URL."""
-    server = _uvicorn(app)
+async def serve_in_process(app: Any, port: int = 0) -> AsyncIterator[str]:
+    """uvicorn on 127.0.0.1:``port`` (0: any free one) in this event loop (async clients); yields the
+    base URL. A server that must know its own URL first (an OAuth audience) picks ``free_port()``."""
+    server = _uvicorn(app, port)
     task = asyncio.create_task(server.serve())
     try:
 

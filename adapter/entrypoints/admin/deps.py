@@ -3,9 +3,11 @@
 Two roles: ``operator`` (ADAPTER_ADMIN_TOKEN, may act) and ``viewer``
 (ADAPTER_ADMIN_READONLY_TOKEN, GET only). The token comes as ``Authorization: Bearer``; the
 dashboard in a browser instead sends the ``adapter_admin`` cookie set by the login form, which holds
-a server-side session id (adapter/services/operator_sessions.py), never the token. No credential or
-a wrong one is 401; a viewer acting is 403; with no admin token configured, /admin does not exist
-(404).
+a server-side session id (adapter/services/operator_sessions.py), never the token. In
+resource-server mode an access token of the identity provider may grant either role too
+(``provider.py`` checks it before these dependencies run). No credential or a wrong one is 401; a
+viewer acting is 403; with no admin token configured and no identity provider, /admin does not
+exist (404).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from adapter.services.operator_sessions import LoginThrottle, OperatorSessions
 
 __all__ = [
     "COOKIE",
+    "PROVIDER_IDENTITY",
     "Admin",
+    "Identity",
     "Operator",
     "Viewer",
     "admin_enabled",
@@ -37,17 +41,18 @@ __all__ = [
 ]
 
 COOKIE = "adapter_admin"
+PROVIDER_IDENTITY = "adapter_provider_identity"  # request state: the role a provider token grants
 Role = Literal["operator", "viewer"]
 
 
 @dataclass(frozen=True, slots=True)
 class Identity:
     role: Role
-    actor: str  # what the audit trail records: the role, never the token
+    actor: str  # what the audit trail records: the role (and a provider token's subject), never the token
 
 
 def admin_enabled(settings: Settings) -> bool:
-    return bool(settings.admin_token or settings.admin_readonly_token)
+    return bool(settings.admin_token or settings.admin_readonly_token or settings.resource_server)
 
 
 def identify(settings: Settings, token: str | None) -> Identity | None:
@@ -84,12 +89,18 @@ def identify_request(request: Request) -> Identity | None:
     settings = settings_of(request)
     token = token_of(request)
     if token is not None:
-        return identify(settings, token)
+        return identify(settings, token) or _provider_identity(request)
     role = sessions_of(request).role_of(request.cookies.get(COOKIE))
     configured = {"operator": settings.admin_token, "viewer": settings.admin_readonly_token}
     if role is not None and configured.get(role):
         return Identity(role=role, actor=role)  # type: ignore[arg-type]
     return None
+
+
+def _provider_identity(request: Request) -> Identity | None:
+    """The role an identity provider's token grants (found by ``provider.ProviderOperators``)."""
+    found = request.scope.get("state", {}).get(PROVIDER_IDENTITY)
+    return found if isinstance(found, Identity) else None
 
 
 def settings_of(request: Request) -> Settings:

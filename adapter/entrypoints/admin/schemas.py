@@ -90,7 +90,10 @@ class StepOut(_Out):
 
 class AuditOut(_Out):
     at: datetime = Field(description="When the action was taken.")
-    actor: str = Field(description="Who took it: `operator`, `viewer` or `cli:<user>`.")
+    actor: str = Field(
+        description="Who took it: `operator`, `viewer`, `cli:<user>`, or `<role>:<sub>` for an identity "
+        "provider's token."
+    )
     action: str = Field(description="reconcile, compensate or resolve.")
     reason: str | None = Field(description="Why, as the operator said.")
     outcome: str = Field(description="How it ended; `refused: <Error>` when it was refused.")

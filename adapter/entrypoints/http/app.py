@@ -11,8 +11,9 @@ straight to the SDK.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
 import anyio.to_thread
@@ -27,6 +28,7 @@ from adapter import __version__
 from adapter.bootstrap import Kit
 from adapter.config import Settings
 from adapter.entrypoints.admin import admin_router
+from adapter.entrypoints.admin.provider import ProviderOperators
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.answers import answer_per_request
 from adapter.entrypoints.http.guard import EraGuard
@@ -35,6 +37,8 @@ from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.identity import StaticTokenVerifier, load_token_file
 from adapter.entrypoints.mcp.server import McpGateway
+from adapter.entrypoints.oauth import ResourceServer, check_oauth_settings
+from adapter.entrypoints.oauth.guard import ResourceServerGuard
 from adapter.legacy.instrumented import InstrumentedPort
 from adapter.services.operator_sessions import LoginThrottle, OperatorSessions
 from adapter.startup import warn_about_token_file
@@ -42,6 +46,7 @@ from adapter.startup import warn_about_token_file
 __all__ = ["AdapterApp", "create_app", "transport_security"]
 
 MCP_PATH = "/mcp"
+log = logging.getLogger("adapter.auth")
 LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -84,8 +89,15 @@ def create_app(
     metrics.known_tools = frozenset(gateway.tools)
     if isinstance(kit.legacy, InstrumentedPort):  # bootstrap.build wraps the port so every call is timed
         kit.legacy.add_observer(metrics.observe_legacy)
+    check_oauth_settings(settings)
     auth_kwargs: dict[str, object] = {}
-    if settings.tokens is not None:  # not local mode
+    resource_server: ResourceServer | None = None
+    if settings.resource_server:  # the identity provider's tokens (adapter/entrypoints/oauth/)
+        audience = settings.oauth_audience or public_url.rstrip("/") + MCP_PATH
+        if settings.oauth_audience is None:
+            log.warning("ADAPTER_OAUTH_AUDIENCE is not set: tokens must name %s in aud", audience)
+        resource_server = ResourceServer(settings, audience=audience, published_tools=gateway.tools)
+    elif settings.tokens is not None:  # the token file
         warn_about_token_file(settings)
         auth_kwargs = {
             "token_verifier": StaticTokenVerifier(load_token_file(settings.tokens)),
@@ -116,10 +128,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with (
+            AsyncExitStack() as stack,
             kit.store.async_reads(settings.db_pool_size, settings.db_pool_timeout_seconds),
             gateway.server.session_manager.run(),
             anyio.create_task_group() as tasks,
         ):
+            if resource_server is not None:
+                await stack.enter_async_context(resource_server.running())
+                tasks.start_soon(resource_server.warm_up)  # the issuer's keys, before the first token
             tasks.start_soon(
                 functools.partial(
                     run_event_feed,
@@ -151,6 +167,7 @@ def create_app(
     )
     app.state.gateway = gateway
     app.state.kit = kit
+    app.state.resource_server = resource_server
     app.state.metrics = metrics
     app.state.operator_sessions = OperatorSessions(
         kit.store, lifetime_seconds=settings.operator_session_seconds, clock=lambda: kit.admin.ctx.clock()
@@ -182,7 +199,13 @@ def create_app(
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "problems": []})
 
-    guarded_mcp = EraGuard(mcp_app, settings.protocol_eras)
+    served: ASGIApp = mcp_app
+    if resource_server is not None:
+        # RFC 9728 metadata (before the mount, which would take every path), and the 401/403 guard.
+        app.router.routes.extend(resource_server.metadata_routes(MCP_PATH))
+        served = ResourceServerGuard(mcp_app, resource_server, MCP_PATH)
+        app.add_middleware(ProviderOperators, server=resource_server, settings=settings)
+    guarded_mcp = EraGuard(served, settings.protocol_eras)
     app.mount("/", guarded_mcp)
     # Outermost first: Host/Origin, then the body size, both before any parsing or authentication.
     app.add_middleware(BodyLimit, limit=settings.body_limit(), admin_limit=settings.admin_max_body_bytes)

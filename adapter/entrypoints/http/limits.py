@@ -13,7 +13,9 @@ form parsing, the SDK's bearer-token check, the admin dependencies) sees a reque
   the server's own (same scheme-less host as ``Host``) nor allowed is 403. The dashboard
   (``/admin/ui``) trusts only its own origin and ``ADAPTER_DASHBOARD_ALLOWED_ORIGINS``, never the
   browser-MCP origins of ``ADAPTER_ALLOWED_ORIGINS``: another port on the same host is same-site
-  and would get the strict cookie. ``/healthz`` stays open for probes (it says only "ok").
+  and would get the strict cookie. ``/healthz`` stays open for probes (it says only "ok"). The
+  OAuth protected-resource metadata (``/.well-known/oauth-protected-resource...``) is a public
+  document browser-based clients fetch from their own origin: its Host is checked, its Origin is not.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = ["BodyLimit", "HostOriginGuard", "matches"]
 ADMIN_PREFIX = "/admin"
 DASHBOARD_PREFIX = "/admin/ui"
 UNGUARDED = frozenset({"/healthz", "/mcp"})  # /mcp: the SDK checks it with the same allowlists
+PUBLIC_DOCUMENTS = "/.well-known/oauth-protected-resource"  # any Origin may read them (CORS)
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -127,7 +130,8 @@ class HostOriginGuard:
             await PlainTextResponse("Invalid Host header", status_code=421)(scope, receive, send)
             return
         origin = headers.get("origin")
-        if origin is not None and not self._origin_ok(scope["path"], origin, host):
+        public = _under(scope["path"], PUBLIC_DOCUMENTS)
+        if origin is not None and not public and not self._origin_ok(scope["path"], origin, host):
             await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
             return
         await self.app(scope, receive, send)

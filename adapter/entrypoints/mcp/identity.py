@@ -1,10 +1,14 @@
-"""Who is calling: bearer tokens from ``ADAPTER_TOKENS``, or the single local principal.
+"""Who is calling: bearer tokens from ``ADAPTER_TOKENS``, an identity provider's tokens, or the
+single local principal.
 
 The token file maps opaque tokens to a principal and tenant:
 ``{"<token>": {"principal": "alice", "tenant": "acme"}}``. The SDK's bearer middleware calls
-:class:`StaticTokenVerifier`; a missing or unknown token gets 401 before any handler runs. Without a
-token file the server runs in local mode: loopback only, one principal, handles act as bearer
-secrets.
+:class:`StaticTokenVerifier`; a missing or unknown token gets 401 before any handler runs. In
+resource-server mode (``ADAPTER_OAUTH_ISSUER``) the principal and tenant come from the token's
+claims (``adapter/entrypoints/oauth/``). Either way the verified token is a :class:`CallerToken`
+carrying the one :class:`~adapter.domain.identity.Principal`, so handles, operations, cursors and
+confirmation state are bound the same way whichever kind of token it was. Without either the server
+runs in local mode: loopback only, one principal, handles act as bearer secrets.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from adapter.domain.identity import Principal
 
 __all__ = [
     "LOCAL_PRINCIPAL",
+    "CallerToken",
     "StaticTokenVerifier",
     "Unauthenticated",
     "current_principal",
@@ -29,6 +34,12 @@ __all__ = [
 ]
 
 LOCAL_PRINCIPAL = Principal(subject="local", tenant="local")
+
+
+class CallerToken(AccessToken):
+    """The SDK's access token plus who the caller is, decided once, when the token was verified."""
+
+    principal: Principal
 
 
 class _TokenEntry(BaseModel):
@@ -60,12 +71,13 @@ class StaticTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         for known, principal in self._tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
-                return AccessToken(
+                return CallerToken(
                     token=token,
                     client_id=f"{principal.tenant}/{principal.subject}",
                     scopes=["import"],
                     subject=principal.subject,
                     claims={"tenant": principal.tenant},
+                    principal=principal,
                 )
         return None
 
@@ -77,9 +89,8 @@ class Unauthenticated(Exception):
 def current_principal(*, auth_required: bool) -> Principal:
     """The caller of the current request: the token's principal, or the local one when auth is off."""
     token = get_access_token()
-    if token is None or token.subject is None:
-        if auth_required:
-            raise Unauthenticated()
-        return LOCAL_PRINCIPAL
-    tenant = (token.claims or {}).get("tenant")
-    return Principal(subject=token.subject, tenant=str(tenant))
+    if isinstance(token, CallerToken):
+        return token.principal
+    if auth_required:
+        raise Unauthenticated()
+    return LOCAL_PRINCIPAL
