@@ -78,7 +78,7 @@ def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Pat
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         (version,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
     assert {"imports", "operations", "events", "audit_records"} <= tables
-    heads = sorted(p.name.split("_")[0] for p in (REPO / "adapter/store/migrations/versions").glob("0*.py"))
+    heads = sorted(p.name.split("_")[0] for p in (REPO / "migrations/versions").glob("0*.py"))
     assert version == heads[-1]
 
 
