@@ -31,6 +31,10 @@ class TestSqlPortContract(PortContract):
     def lose_commit_reply(self):  # type: ignore[no-untyped-def]
         return sql.lose_commit_reply
 
+    @pytest.fixture
+    def system_down(self):  # type: ignore[no-untyped-def]
+        return sql.database_down
+
 
 class TestSqlPortContractOnACompositeKey(TestSqlPortContract):
     @pytest.fixture

@@ -260,7 +260,7 @@ def test_the_watch_goes_on_after_a_retry_failed_while_the_system_was_down(
 def test_commits_that_succeeded_do_not_crowd_a_doubted_import_out_of_the_watch(
     late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy
 ) -> None:
-    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    _handle, first_id = judged_not_committed(late_service, alice, proxy)
     for n in range(3):  # settled after the verdict: newer than it
         other = late_service.begin(alice, "customers").handle
         late_service.add(alice, other, [{"n": n}])

@@ -118,12 +118,14 @@ def test_the_installed_command_checks_and_scaffolds_a_users_port_from_its_folder
         "shop_port:make",
         "--lose-commit-reply",
         "adapter.legacy.sql:lose_commit_reply",
+        "--system-down",
+        "adapter.legacy.sql:database_down",
         cwd=folder,
         env=env,
     )
     scaffolded = _run(command, "new-port", "acme_erp", cwd=folder, env=env)
 
-    assert "9 of 9 rules hold" in checked
+    assert "10 of 10 rules hold" in checked
     assert "wrote acme_erp/" in scaffolded
     assert {p.name for p in (folder / "acme_erp").iterdir()} >= {"__init__.py", "port.py", "test_port.py"}
 
