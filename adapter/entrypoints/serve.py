@@ -21,7 +21,7 @@ from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.mcp.eras import lock_stdio_era
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.server import McpGateway
-from adapter.startup import check_serving
+from adapter.startup import check_schema_current, check_serving
 
 __all__ = ["configure_logging", "serve_http", "serve_stdio"]
 
@@ -51,6 +51,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
             "local mode (ADAPTER_TOKENS not set) serves loopback only; set ADAPTER_TOKENS to bind " + host
         )
     check_serving(settings)
+    check_schema_current(settings.database_url)
     configure_logging()
     kit = build(settings)
     try:
@@ -70,6 +71,7 @@ def serve_stdio(settings: Settings) -> int:
     bearer tokens belong to HTTP and are ignored here."""
     settings = settings.model_copy(update={"tokens": None})
     check_serving(settings)
+    check_schema_current(settings.database_url)
     configure_logging()
     kit = build(settings)
     gateway = McpGateway(kit.service, settings)
