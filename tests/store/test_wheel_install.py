@@ -10,11 +10,14 @@ with their port module found there.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import sysconfig
+import tarfile
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -80,6 +83,49 @@ def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Pat
     assert {"imports", "operations", "events", "audit_records"} <= tables
     heads = sorted(p.name.split("_")[0] for p in (REPO / "migrations/versions").glob("0*.py"))
     assert version == heads[-1]
+
+
+def test_the_sdist_carries_what_the_docs_tell_users_to_copy(tmp_path: Path) -> None:
+    """The tutorial copies files out of the kit's source (``/path/to/legacy-mcp-adapter/...``): a
+    source distribution holds each of them, and a wheel built from it still ships the migrations."""
+    source = _source_copy(tmp_path / "source")
+    build = "from setuptools import build_meta; print(build_meta.build_sdist('dist'))"
+    sdist = source / "dist" / _run(sys.executable, "-c", build, cwd=source).strip().splitlines()[-1]
+    with tarfile.open(sdist) as archive:
+        root = archive.getnames()[0].split("/")[0]
+        members = {name.removeprefix(root + "/") for name in archive.getnames()}
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    tutorial = (REPO / "docs" / "wrap-your-own-system.md").read_text()
+    copied = set(re.findall(r"/path/to/legacy-mcp-adapter/([\w/.-]+)", tutorial))
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        tmp_path / "unpacked" / root,
+        "-w",
+        tmp_path,
+        cwd=tmp_path,
+    )
+    [wheel] = tmp_path.glob("*.whl")
+    shipped = zipfile.ZipFile(wheel).namelist()
+
+    assert copied >= {"examples/acme_erp/port.py", "examples"}
+    missing = [
+        path for path in copied if path not in members and not any(m.startswith(path + "/") for m in members)
+    ]
+    assert missing == []
+    assert {
+        "examples/acme_erp/fake_server.py",
+        "examples/acme_erp/test_acme_erp.py",
+        "migrations/env.py",
+    } <= members
+    versions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("0*.py"))
+    assert [n for n in shipped if n.startswith("adapter/store/migrations/versions/0")] == [
+        f"adapter/store/migrations/versions/{name}" for name in versions
+    ]
 
 
 USER_PORT = """
