@@ -333,15 +333,17 @@ class SqlPort:
             raise refused("begin", f"no table {name!r}")
         return target
 
-    def connect(self) -> Connection:
+    def connect(self, *, writes_first: bool = True) -> Connection:
         """A connection in a transaction of its own. On SQLite foreign keys are enforced (they are off
-        by default) and the transaction is begun at once, so savepoints nest inside it."""
+        by default) and the transaction is begun at once, so savepoints nest inside it; one that reads
+        before it writes (``writes_first=False``) takes the write lock at once (``BEGIN IMMEDIATE``),
+        so it waits for another writer instead of failing on the upgrade from reading to writing."""
         connection = self.engine.connect()
         try:
             if connection.dialect.name == "sqlite":
                 connection.exec_driver_sql("PRAGMA foreign_keys = ON")  # a no-op inside a transaction
                 if not getattr(connection.connection.dbapi_connection, "in_transaction", False):
-                    connection.exec_driver_sql("BEGIN")
+                    connection.exec_driver_sql("BEGIN" if writes_first else "BEGIN IMMEDIATE")
             else:
                 connection.begin()
         except BaseException:
@@ -396,8 +398,8 @@ class SqlPort:
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        """:meth:`connect`, committed if the block succeeds, rolled back (closed) otherwise."""
-        connection = self.connect()
+        """:meth:`connect` for a read, then write; committed if the block succeeds, else rolled back."""
+        connection = self.connect(writes_first=False)
         try:
             yield connection
             connection.commit()
