@@ -8,10 +8,12 @@ a change here is always deliberate.
 * wiring: :func:`build` returns a :class:`Kit` (settings, store, legacy port, services);
 * the legacy port, to wrap your own system (``docs/wrap-your-own-system.md``): the protocols
   :class:`LegacyPort` and :class:`LegacySession`, their errors :class:`LegacyError` (base),
-  :class:`LegacyFailed`, :class:`LegacyTransient`, :class:`LegacyOutcomeUnknown`, and their result
-  types :class:`CommittedBatch`, :class:`BatchStatus`, :class:`CommittedBatchInfo`, :class:`VoidResult`,
-  and the declaration of what it accepts, :class:`Target` (with :class:`TargetCatalog`, the optional
-  ``targets()`` method); the contract kit for ports is :mod:`adapter.testing`;
+  :class:`LegacyFailed` (and its subclass :class:`LegacyRefused`, whose :class:`Refusal` says which
+  record, which field and why, safe to show), :class:`LegacyTransient`, :class:`LegacyOutcomeUnknown`,
+  and their result types :class:`CommittedBatch`, :class:`BatchStatus`, :class:`CommittedBatchInfo`,
+  :class:`VoidResult`, and the declaration of what it accepts, :class:`Target` (with
+  :class:`TargetCatalog`, the optional ``targets()`` method); the contract kit for ports is
+  :mod:`adapter.testing`;
 * the app factory :func:`create_app` (FastAPI: MCP endpoint, admin API, dashboard, metrics).
 
 ``import adapter`` stays light: each name is imported on first use (PEP 562 ``__getattr__``), so a
@@ -38,6 +40,8 @@ _HOME = {
     "LegacyFailed": _PORT,
     "LegacyTransient": _PORT,
     "LegacyOutcomeUnknown": _PORT,
+    "LegacyRefused": _PORT,
+    "Refusal": _PORT,
     "CommittedBatch": _PORT,
     "BatchStatus": _PORT,
     "CommittedBatchInfo": _PORT,
@@ -64,8 +68,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs (``X as X`` exports it); at run 
     from adapter.ports.legacy import LegacyFailed as LegacyFailed
     from adapter.ports.legacy import LegacyOutcomeUnknown as LegacyOutcomeUnknown
     from adapter.ports.legacy import LegacyPort as LegacyPort
+    from adapter.ports.legacy import LegacyRefused as LegacyRefused
     from adapter.ports.legacy import LegacySession as LegacySession
     from adapter.ports.legacy import LegacyTransient as LegacyTransient
+    from adapter.ports.legacy import Refusal as Refusal
     from adapter.ports.legacy import Target as Target
     from adapter.ports.legacy import TargetCatalog as TargetCatalog
     from adapter.ports.legacy import VoidResult as VoidResult

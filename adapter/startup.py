@@ -20,7 +20,13 @@ from sqlalchemy.engine import make_url
 
 from adapter.config import ConfigError, Settings
 
-__all__ = ["check_serving", "create_owner_only", "sqlite_path", "warn_about_token_file"]
+__all__ = [
+    "check_schema_current",
+    "check_serving",
+    "create_owner_only",
+    "sqlite_path",
+    "warn_about_token_file",
+]
 
 log = logging.getLogger("adapter.startup")
 
@@ -31,6 +37,37 @@ def check_serving(settings: Settings) -> None:
             "invalid setting ADAPTER_UNKNOWN_GRACE_SECONDS: must be above ADAPTER_LEGACY_TIMEOUT_SECONDS "
             f"({settings.unknown_grace_seconds:g} <= {settings.legacy_timeout_seconds:g}); a COMMIT can "
             "still land until the legacy timeout"
+        )
+
+
+def check_schema_current(database_url: str, *, before: str = "serving") -> None:
+    """Serve only a database migrated to head: else one line that says to migrate, and exit 2.
+
+    A server on an unmigrated database would answer every request with an error and log a
+    traceback on every maintenance pass. A SQLite file that does not exist yet is not created here
+    (``migrate`` creates it, owner-only in local mode)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from adapter.store.engine import make_engine
+    from adapter.store.migrate import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+    current: str | None = None
+    path = sqlite_path(database_url)
+    if path is None or path.exists():
+        engine = make_engine(database_url)
+        try:
+            with engine.connect() as conn:
+                current = MigrationContext.configure(conn).get_current_revision()
+        except Exception as exc:  # the database cannot be reached: one line too
+            raise ConfigError(f"cannot read the database's schema revision: {type(exc).__name__}") from None
+        finally:
+            engine.dispose()
+    if current != head:
+        raise ConfigError(
+            f"the database is at revision {current or 'none'}, not {head}: run `python -m adapter migrate` "
+            f"once before {before}"
         )
 
 

@@ -19,7 +19,7 @@ PORT = '''"""The legacy port of {name}: how the kit talks to the system it wraps
 Fill in every method; translate each failure of the system into LegacyFailed (refused, nothing
 applied), LegacyTransient (not applied, may work again) or LegacyOutcomeUnknown (a COMMIT whose reply
 was lost). Serve it with ADAPTER_LEGACY_PORT={name}.port:make_port; check it with
-python -m adapter check-port {name}.port:make_port --lose-commit-reply {name}.port:lose_commit_reply
+{check}
 """
 
 from __future__ import annotations
@@ -92,6 +92,13 @@ def lose_commit_reply(port: {cls}Port) -> Iterator[None]:
     """Fault hook for the contract: while open, a COMMIT is applied but its reply is lost."""
     raise NotImplementedError("make the next COMMIT's reply go missing (a test instance's fault switch)")
     yield
+
+
+@contextmanager
+def system_down(port: {cls}Port) -> Iterator[None]:
+    """Fault hook for the contract: while open, the system cannot be reached at all."""
+    raise NotImplementedError("make the system unreachable (stop the test instance, or block its port)")
+    yield
 '''
 
 # Only the factory and the hook are imported: the port's classes may be renamed or replaced freely.
@@ -106,7 +113,7 @@ import pytest
 
 from adapter.config import load_settings
 from adapter.testing import FaultHook, PortContract
-from {name}.port import lose_commit_reply, make_port
+from {name}.port import lose_commit_reply, make_port, system_down
 
 
 class TestPortContract(PortContract):
@@ -119,6 +126,10 @@ class TestPortContract(PortContract):
     @pytest.fixture
     def lose_commit_reply(self) -> FaultHook:
         return lose_commit_reply
+
+    @pytest.fixture
+    def system_down(self) -> FaultHook:
+        return system_down
 '''
 
 
@@ -132,9 +143,18 @@ def write_package(name: str, directory: Path) -> Path:
     cls = "".join(part.capitalize() for part in name.split("_"))
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f'"""The legacy port of {name}."""\n')
-    (package / "port.py").write_text(PORT.format(name=name, cls=cls))
+    (package / "port.py").write_text(PORT.format(name=name, cls=cls, check=check_command(name)))
     (package / "test_port.py").write_text(TESTS.format(name=name, cls=cls))
     return package
+
+
+def check_command(name: str) -> str:
+    """The ``check-port`` command line for the package ``name``, with both of its fault hooks."""
+    port = f"{name}.port"
+    return (
+        f"python -m adapter check-port {port}:make_port --lose-commit-reply {port}:lose_commit_reply"
+        f" --system-down {port}:system_down"
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -146,5 +166,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def _new_port(settings: Settings, args: argparse.Namespace) -> int:
     package = write_package(args.name, Path(args.dir))
     print(f"wrote {package}/: port.py (the skeleton), test_port.py (the contract, failing until filled in)")
-    print(f"next: python -m pytest {package}, then python -m adapter check-port {args.name}.port:make_port")
+    print(f"next: fill in {package / 'port.py'}; then this passes (run it here):")
+    print(f"  python -m pytest {package} && {check_command(args.name)}")
     return 0

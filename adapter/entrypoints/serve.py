@@ -21,7 +21,7 @@ from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.mcp.eras import lock_stdio_era
 from adapter.entrypoints.mcp.feed import run_event_feed
 from adapter.entrypoints.mcp.server import McpGateway
-from adapter.startup import check_serving
+from adapter.startup import check_schema_current, check_serving
 
 __all__ = ["configure_logging", "serve_http", "serve_stdio"]
 
@@ -52,6 +52,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
             "of them to bind " + host
         )
     check_serving(settings)
+    check_schema_current(settings.database_url)
     configure_logging()
     kit = build(settings)
     try:
@@ -78,6 +79,7 @@ def serve_stdio(settings: Settings) -> int:
     ignored here."""
     settings = settings.model_copy(update={"tokens": None, "oauth_issuer": None})
     check_serving(settings)
+    check_schema_current(settings.database_url)
     configure_logging()
     kit = build(settings)
     gateway = McpGateway(kit.service, settings)

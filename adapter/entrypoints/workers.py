@@ -32,6 +32,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from adapter.config import ConfigError, Settings, load_settings
+from adapter.startup import check_schema_current
 
 __all__ = [
     "WorkerSupervisor",
@@ -60,28 +61,6 @@ def check_scale_out(settings: Settings, workers: int) -> None:
         )
 
 
-def check_schema_current(database_url: str) -> None:
-    """The supervisor's one look at the database: migrated to head, else one line and no workers."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    from adapter.store.engine import make_engine
-    from adapter.store.migrate import alembic_config
-
-    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
-    engine = make_engine(database_url)
-    try:
-        with engine.connect() as conn:
-            current = MigrationContext.configure(conn).get_current_revision()
-    finally:
-        engine.dispose()
-    if current != head:
-        raise ConfigError(
-            f"the database is at revision {current or 'none'}, not {head}: run `python -m adapter migrate` "
-            "once before starting the workers"
-        )
-
-
 def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
     import uvicorn
 
@@ -93,7 +72,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
             "local mode (ADAPTER_TOKENS and ADAPTER_OAUTH_ISSUER not set) serves loopback only; set one "
             "of them to bind " + host
         )
-    check_schema_current(settings.database_url)
+    check_schema_current(settings.database_url, before="starting the workers")
     configure_logging()
     try:
         supervisor = WorkerSupervisor(host, port, workers) if sys.platform.startswith("linux") else None

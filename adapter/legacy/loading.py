@@ -35,6 +35,16 @@ def resolve_factory(spec: str, *, setting: str = _SETTING) -> object:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        where = ""
+        if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
+            where = (
+                f" (looked in the working directory {cwd} and on sys.path: run the command in the folder"
+                f" that holds {exc.name.split('.')[0]}, or put that folder on PYTHONPATH)"
+            )
+        raise ConfigError(
+            f"{setting}: cannot import {module_name!r}: ModuleNotFoundError: {exc}{where}"
+        ) from None
     except Exception as exc:  # any failure while importing the user's module is a setting error
         raise ConfigError(f"{setting}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     try:
@@ -43,21 +53,23 @@ def resolve_factory(spec: str, *, setting: str = _SETTING) -> object:
         raise ConfigError(f"{setting}: module {module_name!r} has no attribute {attribute!r}") from None
 
 
-def load_port(spec: str, settings: Settings) -> LegacyPort:
-    """Call the factory ``spec`` names with ``settings``; it must return a LegacyPort."""
-    factory = resolve_factory(spec)
+def load_port(spec: str, settings: Settings, *, setting: str = _SETTING) -> LegacyPort:
+    """Call the factory ``spec`` names with ``settings``; it must return a LegacyPort. ``setting``
+    begins every message: where ``spec`` came from (``ADAPTER_LEGACY_PORT`` unless a command's
+    argument)."""
+    factory = resolve_factory(spec, setting=setting)
     if not callable(factory):
-        raise ConfigError(f"{_SETTING}: {spec} is not callable")
+        raise ConfigError(f"{setting}: {spec} is not callable")
     try:
         port = factory(settings)
     except ConfigError:
         raise
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        raise ConfigError(f"{_SETTING}: {spec}(settings) failed: {type(exc).__name__}: {first}") from None
+        raise ConfigError(f"{setting}: {spec}(settings) failed: {type(exc).__name__}: {first}") from None
     if not isinstance(port, LegacyPort):
         raise ConfigError(
-            f"{_SETTING}: {spec}(settings) returned {type(port).__name__}, not a LegacyPort "
+            f"{setting}: {spec}(settings) returned {type(port).__name__}, not a LegacyPort "
             "(it needs open_session, batch_status and void_batch)"
         )
     return port

@@ -250,6 +250,20 @@ def lose_commit_reply(port: SimulatorPort) -> Iterator[None]:
         client.close()
 
 
+@contextmanager
+def system_down(port: SimulatorPort) -> Iterator[None]:
+    """Contract fault hook: while open, the simulator refuses every command before doing anything
+    (``ERR TRANSIENT``: its ``error_rate`` knob at 1, set through the FAULTS command)."""
+    with _translated("connect", port.description):
+        client = port._connect()
+    try:
+        client.faults(error_rate=1.0)
+        yield
+    finally:
+        client.faults(error_rate=0.0)
+        client.close()
+
+
 def from_settings(settings: Any) -> SimulatorPort:
     """The simulator as an ``ADAPTER_LEGACY_PORT`` factory (``adapter.legacy.simulator:from_settings``),
     the same port the kit uses when the setting is unset."""

@@ -10,6 +10,8 @@ Errors are the contract that makes safe retries possible, so every implementatio
 own failures into exactly one of these three:
 
 * :class:`LegacyFailed`: the system refused the command; nothing was applied, retrying will not help.
+  Its subclass :class:`LegacyRefused` carries the reason as a :class:`Refusal` that is safe to show
+  (a stable code, the refused record's position, the field, a message without record contents).
 * :class:`LegacyTransient`: the command was not applied and may succeed if tried again.
 * :class:`LegacyOutcomeUnknown`: the command may or may not have been applied (a lost reply, a
   timeout, a dropped connection after the command was sent).
@@ -21,6 +23,7 @@ starts again in a new session. Uncommitted work in a lost session is gone, which
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -38,8 +41,10 @@ __all__ = [
     "LegacyFailed",
     "LegacyOutcomeUnknown",
     "LegacyPort",
+    "LegacyRefused",
     "LegacySession",
     "LegacyTransient",
+    "Refusal",
     "Target",
     "TargetCatalog",
     "VoidResult",
@@ -54,6 +59,65 @@ class LegacyError(Exception):
 
 class LegacyFailed(LegacyError):
     """The legacy system refused the command; nothing was applied."""
+
+
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_MAX_TEXT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the legacy system refused, in words that are safe to show the model, an operator and a log.
+
+    * ``code``: stable and machine-readable, lower-case ``snake_case`` (at most 64 characters), chosen
+      by the port from a fixed vocabulary (the SQL port uses PostgreSQL's condition names, such as
+      ``foreign_key_violation`` or ``numeric_value_out_of_range``, on every database).
+    * ``message``: one line for a person, naming what was refused and why, **never a value of the
+      record** (no names, amounts or keys): a database's own message often quotes them, so a port
+      writes its own. At most 300 characters.
+    * ``position``: which record, counted **from 0** in the order the session's ``add`` calls
+      received them (the first record of the batch is 0). The kit sends an import's staged records
+      in order, so this is the record's position in the import, the same count from 0 as in
+      ``validation_error: record N``. ``None`` when the refusal is not about one record (a
+      constraint checked at COMMIT, a limit on the whole batch) or the port cannot tell.
+    * ``field``: the field (column) at fault, or ``None`` when it is not one field or not known.
+    """
+
+    code: str
+    message: str
+    position: int | None = None
+    field: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _CODE.fullmatch(self.code):
+            raise ValueError(f"a refusal code is lower-case snake_case, at most 64 characters: {self.code!r}")
+        if "\n" in self.message or len(self.message) > _MAX_TEXT:
+            raise ValueError("a refusal message is one line of at most 300 characters")
+        if self.position is not None and self.position < 0:
+            raise ValueError("a refusal's position counts from 0")
+        if self.field is not None and len(self.field) > _MAX_TEXT:
+            raise ValueError("a refusal's field name is at most 300 characters")
+
+    def describe(self) -> str:
+        """``record 3, field 'balance': numeric_value_out_of_range: <message>`` (what the exception says)."""
+        where = [f"record {self.position}"] if self.position is not None else []
+        where += [f"field '{self.field}'"] if self.field is not None else []
+        return (", ".join(where) + ": " if where else "") + f"{self.code}: {self.message}"
+
+
+class LegacyRefused(LegacyFailed):
+    """:class:`LegacyFailed` with its reason: ``refusal`` says which record, which field and why.
+
+    Raise it wherever the system refuses for a reason you can name (a record it will not take, a rule
+    of its own); plain :class:`LegacyFailed` stays right when you cannot. Everything the kit does with a
+    ``LegacyFailed`` applies (nothing was applied, the same records will be refused again); the kit may
+    show ``refusal`` to the model and the operator, so it must hold no record contents (see
+    :class:`Refusal`).
+    """
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.describe())
+        self.refusal = refusal
 
 
 class LegacyTransient(LegacyError):

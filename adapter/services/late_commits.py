@@ -9,12 +9,15 @@ second legacy batch. Two defences:
    COMMIT of an import, ask ``batch_status`` for every earlier batch reference of that import (not
    only the operation's own); if one is committed, stop at ``needs_operator`` instead of sending.
 2. **Keep watching recent verdicts** (:func:`watch_recent_verdicts`, run by maintenance): for
-   ``WATCH_GRACE_PERIODS`` grace periods after a commit operation was settled as ``succeeded`` or
-   ``not_committed``, ask again about every batch reference of its import, if the import holds a
-   ``not_committed`` verdict (nothing else can have landed late). A batch under a
-   ``not_committed`` reference is a late commit: recorded as ``succeeded`` when the import is still
-   open and has no other batch; otherwise (a second batch, or the import moved on) the operation
-   goes to ``needs_operator`` with an event ``operation.late_commit_found`` that the metrics count.
+   ``WATCH_GRACE_PERIODS`` grace periods (at least ``MIN_WATCH_SECONDS``) after a commit operation
+   last ended ``failed``, if the reconciler ever judged it ``not_committed`` (its
+   ``operation.reconciled`` event says so, whatever the operation's error says now: a retry under
+   the same key that failed again, say with ``legacy_unavailable`` while the system was down, keeps
+   the watch on), ask again about every batch reference of its import. Only such a verdict can be
+   wrong this way, so nothing else is asked. A batch under a failed operation's reference is a late
+   commit: recorded as ``succeeded`` when the import is still open and has no other batch; otherwise
+   (a second batch, or the import moved on) the operation goes to ``needs_operator`` with an event
+   ``operation.late_commit_found`` that the metrics count.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.quota_reads import event_details, failed_commits_of, recently_settled_commits
+from adapter.store.quota_reads import event_details, not_committed_verdicts, recently_failed_commits
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
@@ -46,7 +49,6 @@ log = logging.getLogger("adapter.late_commits")
 WATCH_GRACE_PERIODS = 3
 MIN_WATCH_SECONDS = 60.0  # with a grace period of 0 (tests) the watch still covers a minute
 LATE_COMMIT_EVENT = EventKind.OPERATION_LATE_COMMIT_FOUND
-_SETTLED = (OperationState.SUCCEEDED.value, OperationState.FAILED.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,37 +104,37 @@ def _watch_window(ctx: ServiceContext) -> timedelta:
 
 
 def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
-    """Recently settled imports that hold a ``not_committed`` verdict, newest first.
+    """Imports with a recently failed commit operation that the reconciler once judged
+    ``not_committed``, newest first.
 
     Only such a verdict can be wrong in the way this watch looks for; an import whose commits all
-    succeeded (the common case) costs the legacy system nothing here.
+    succeeded (the common case) costs the legacy system nothing here, and does not crowd a doubted
+    one out of ``limit``.
     """
     since = ctx.clock() - _watch_window(ctx)
     with ctx.store.unit_of_work() as uow:
-        recent = recently_settled_commits(uow.session, _SETTLED, since, limit)
-        doubted = {
-            import_id
-            for import_id, error in failed_commits_of(uow.session, recent)
-            if (error or {}).get("code") == "not_committed"
-        }
-    return [import_id for import_id in recent if import_id in doubted]
+        failed = recently_failed_commits(uow.session, since, limit)
+        doubted = not_committed_verdicts(
+            uow.session, [operation_id for _, operation_id in failed], EventKind.OPERATION_RECONCILED
+        )
+    return list(dict.fromkeys(import_id for import_id, operation_id in failed if operation_id in doubted))
 
 
 def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
     with ctx.store.unit_of_work() as uow:
         operations = [
-            (op.id, op.batch_ref, op.status, (op.error or {}).get("code"))
+            (op.id, op.batch_ref, op.status)
             for op in uow.operations.for_import(import_id)
             if op.kind == OperationKind.COMMIT.value and op.batch_ref is not None
         ]
-    if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status, _ in operations):
+    if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status in operations):
         return []  # a person already has it
-    answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _, _ in operations}
+    answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _ in operations}
     total = sum(len(answer.batches) for answer in answers.values())
     late = [
         (op_id, answers[ref])
-        for op_id, ref, status, code in operations
-        if status == OperationState.FAILED.value and code == "not_committed" and answers[ref].committed
+        for op_id, ref, status in operations
+        if status == OperationState.FAILED.value and answers[ref].committed
     ]
     return [r for op_id, answer in late if (r := _record(ctx, import_id, op_id, answer, total)) is not None]
 

@@ -1,7 +1,9 @@
 """Run the Alembic migrations programmatically (``python -m adapter migrate``).
 
-The migrations ship inside the package (``adapter/store/migrations/``, package data), so an installed
-wheel migrates its database from any working directory, without the source tree or an ``alembic.ini``.
+The migrations live in the project's top-level ``migrations/`` folder; the wheel ships that folder as
+``adapter/store/migrations/`` (a package-dir mapping in ``setup.py``), so an installed kit migrates its
+database from any working directory, without the source tree or an ``alembic.ini``. From a source tree
+(an editable install, a checkout on ``PYTHONPATH``) the top-level folder is used.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from alembic.config import Config
 
 __all__ = ["alembic_config", "downgrade", "upgrade"]
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_HERE = Path(__file__).resolve().parent
+_INSTALLED = _HERE / "migrations"  # where the wheel puts them
+_SOURCE = _HERE.parents[1] / "migrations"  # the project's top-level folder
+MIGRATIONS = _INSTALLED if (_INSTALLED / "env.py").is_file() else _SOURCE
 
 
 def alembic_config(url: str) -> Config:

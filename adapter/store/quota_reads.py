@@ -13,9 +13,9 @@ from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecord
 __all__ = [
     "delete_staged_range",
     "event_details",
-    "failed_commits_of",
     "imports_with_leftover_records",
-    "recently_settled_commits",
+    "not_committed_verdicts",
+    "recently_failed_commits",
 ]
 
 # Imports whose staged records still count against the tenant: not yet committed or given up (the
@@ -52,31 +52,32 @@ def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
     return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
 
 
-def failed_commits_of(session: Session, import_ids: list[str]) -> list[tuple[str, dict[str, Any] | None]]:
-    """(import id, error) of the failed commit operations of ``import_ids``."""
-    if not import_ids:
-        return []
-    query = select(OperationRow.import_id, OperationRow.error).where(
-        OperationRow.kind == "commit",
-        OperationRow.status == "failed",
-        OperationRow.import_id.in_(import_ids),
-    )
-    return [(str(i), e) for i, e in session.execute(query)]
-
-
-def recently_settled_commits(
-    session: Session, statuses: tuple[str, ...], since: datetime, limit: int
-) -> list[str]:
-    """Import ids of commit operations in ``statuses`` changed since ``since``, newest first, each once."""
+def recently_failed_commits(session: Session, since: datetime, limit: int) -> list[tuple[str, str]]:
+    """(import id, operation id) of commit operations that are ``failed`` and changed since ``since``,
+    newest first: the only ones a late COMMIT can still turn out to have landed for."""
     query = (
-        select(OperationRow.import_id)
+        select(OperationRow.import_id, OperationRow.id)
         .where(
+            OperationRow.status == "failed",
             OperationRow.kind == "commit",
-            OperationRow.status.in_(statuses),
             OperationRow.updated_at >= since,
             OperationRow.import_id.is_not(None),
         )
         .order_by(OperationRow.updated_at.desc())
         .limit(limit)
     )
-    return list(dict.fromkeys(str(import_id) for import_id in session.scalars(query)))
+    return [(str(import_id), str(operation_id)) for import_id, operation_id in session.execute(query)]
+
+
+def not_committed_verdicts(session: Session, operation_ids: list[str], kind: str) -> set[str]:
+    """Which of ``operation_ids`` the reconciler ever judged ``not_committed`` (events of ``kind``)."""
+    if not operation_ids:
+        return set()
+    query = select(EventRow.operation_id, EventRow.detail).where(
+        EventRow.operation_id.in_(operation_ids), EventRow.kind == kind
+    )
+    return {
+        str(operation_id)
+        for operation_id, detail in session.execute(query)
+        if (detail or {}).get("finding") == "not_committed"
+    }

@@ -1,4 +1,4 @@
-"""SQLAlchemy 2 models of the durable store. Alembic (``adapter/store/migrations/``) shares this metadata.
+"""SQLAlchemy 2 models of the durable store. Alembic (the top-level ``migrations/``) shares this metadata.
 
 Times are stored as naive UTC and handed out as aware UTC (:class:`UTCDateTime`), so SQLite and
 PostgreSQL behave alike. Natural unique keys make retries safe: a second insert of the same

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -28,10 +28,11 @@ from adapter.ports.legacy import (
     LegacyOutcomeUnknown,
     LegacyPort,
     LegacySession,
+    LegacyTransient,
     Target,
 )
 from adapter.ports.targets import port_targets
-from adapter.services.targets import TargetRules
+from adapter.services.targets import RecordInvalid, TargetRules
 from adapter.testing.samples import sample_records
 
 __all__ = [
@@ -45,8 +46,10 @@ __all__ = [
 ]
 
 FaultHook = Callable[[Any], AbstractContextManager[None]]
-"""``hook(port)``: while its context is open, the next COMMIT is applied and its reply is lost
-(a dropped connection, a read timeout): the port must then raise ``LegacyOutcomeUnknown``."""
+"""``hook(port)``: a context manager during which the system misbehaves in one way. The contract knows
+two: ``lose_commit_reply`` (the next COMMIT is applied and its reply is lost, a dropped connection, a
+read timeout: the port must then raise ``LegacyOutcomeUnknown``) and ``system_down`` (the system
+cannot be reached at all: every call must raise ``LegacyTransient``)."""
 
 READINESS_BUDGET_SECONDS = 2.0
 THREADS = 6
@@ -65,6 +68,11 @@ class ContractSubject:
     lose_commit_reply: FaultHook | None = None
     records: Callable[[int, int], list[dict[str, Any]]] | None = None
     """``records(start, count)``; by default generated from the target's schema."""
+    system_down: FaultHook | None = None
+    samples: Sequence[Mapping[str, Any]] | None = None
+    """Sample records (or parts of records): record ``n`` is generated from the schema and then takes
+    every field of ``samples[n % len(samples)]``. Give the fields the generator cannot know (a
+    foreign key, a pattern), leave out keys so they stay unique."""
     _salt: int = field(default_factory=lambda: secrets.randbelow(10**6) * 1000)
     _counter: int = 0
 
@@ -83,8 +91,29 @@ class ContractSubject:
             made = self.records(start, count)
         else:
             made = sample_records(self.schema.schema, start, count, salt=self._salt)
-        self.rules.require(self.target).check(made)
+            if self.samples:
+                given = self.samples
+                made = [{**record, **given[(start + i) % len(given)]} for i, record in enumerate(made)]
+        try:
+            self.rules.require(self.target).check(made)
+        except RecordInvalid as exc:
+            raise ContractViolation(self._unsatisfied(exc)) from None
         return made
+
+    def _unsatisfied(self, exc: RecordInvalid) -> str:
+        """What to do when the records do not satisfy the target: name the source and the fix."""
+        target = f"target {self.target!r}"
+        if self.records is not None:
+            return f"the records of contract_records() do not satisfy {target}: {exc}"
+        source = "the records made from the sample records" if self.samples else "records generated for"
+        return (
+            f"{source} {target} do not satisfy it: {exc}. The generator uses each field's default, "
+            "examples, enum, type, format and bounds; it cannot invent a value for a pattern, a "
+            "foreign key or a rule of your own. Give the field examples (pydantic: "
+            'Field(examples=[...]); JSON Schema: "examples": [...]) or give sample records: '
+            "check-port --records FILE.json (a JSON list of records or parts of records), in pytest "
+            "a contract_samples fixture"
+        )
 
     @staticmethod
     def ref(label: str) -> str:
@@ -292,6 +321,47 @@ def lost_commit_reply_is_unknown(subject: ContractSubject) -> None:
     subject.port.void_batch(listed[0][0])
 
 
+def _expect_transient(call: Callable[[], object], what: str) -> None:
+    """While the system is down ``call`` must raise LegacyTransient: an answer would be believed."""
+    try:
+        answer = call()
+    except LegacyTransient:
+        return
+    except Exception as exc:
+        raise ContractViolation(
+            f"{what} while the system was down raised {type(exc).__name__}, not LegacyTransient"
+        ) from exc
+    shown = _listed(answer) if isinstance(answer, BatchStatus) else type(answer).__name__
+    raise ContractViolation(
+        f"{what} answered {shown} while the system was down; it must raise LegacyTransient "
+        '(an empty answer is taken to mean "nothing was committed": the reconciler would reopen a '
+        "commit that landed)"
+    )
+
+
+def outage_raises_transient(subject: ContractSubject) -> None:
+    if subject.system_down is None:
+        raise RuleSkipped("no outage hook given (check-port --system-down MODULE:HOOK)")
+    ref = subject.ref("outage")
+    batch = _commit(subject, ref, subject.make(2))
+
+    def begin() -> None:
+        with _session(subject) as session:
+            session.begin(subject.ref("outage-begin"), subject.target)
+
+    with subject.system_down(subject.port):
+        _expect_transient(lambda: subject.port.batch_status(ref), "batch_status")
+        _expect_transient(
+            lambda: subject.port.batch_status("readiness-probe"), "batch_status('readiness-probe')"
+        )
+        _expect_transient(begin, "open_session() and begin()")
+        _expect_transient(lambda: subject.port.void_batch(batch.legacy_batch_id), "void_batch")
+    listed = _listed(_status(subject, ref))
+    expected = [(batch.legacy_batch_id, 2, False)]
+    _expect(listed == expected, f"after the outage batch_status listed {listed}, expected {expected}")
+    subject.port.void_batch(batch.legacy_batch_id)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("protocols", "the port and its sessions satisfy the protocols; targets compile", protocols),
     Rule("session_commits", "begin, add (twice), commit: one batch, listed by batch_status", session_commits),
@@ -322,6 +392,11 @@ RULES: tuple[Rule, ...] = (
         "a lost COMMIT reply raises LegacyOutcomeUnknown; batch_status then shows the batch",
         lost_commit_reply_is_unknown,
     ),
+    Rule(
+        "outage_raises_transient",
+        "with the system down, batch_status, begin and void_batch raise LegacyTransient, never answer",
+        outage_raises_transient,
+    ),
 )
 
 
@@ -335,6 +410,12 @@ def run_rule(rule: Rule, subject: ContractSubject) -> RuleResult:
         return RuleResult(rule.name, rule.description, "fail", str(exc), time.perf_counter() - started)
     except Exception as exc:  # the port raised something the rule did not expect
         detail = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+        if isinstance(exc, LegacyFailed) and subject.records is None and not subject.samples:
+            detail += (
+                "\n      (the records were generated from the target's schema; if the system refused"
+                " them for a value it needs, such as a foreign key, give sample records:"
+                " check-port --records FILE.json, in pytest a contract_samples fixture)"
+            )
         return RuleResult(rule.name, rule.description, "fail", detail, time.perf_counter() - started)
     return RuleResult(rule.name, rule.description, "pass", "", time.perf_counter() - started)
 

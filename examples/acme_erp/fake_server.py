@@ -3,7 +3,8 @@
 ``python -m acme_erp.fake_server --port 8081 --token secret`` (from ``examples/``) serves it;
 tests start :func:`create_app` with uvicorn. State lives in memory. ``POST /_faults`` with
 ``{"lose_commit_reply": true}`` makes the gateway answer ``504`` after a commit was applied, the
-"reply lost" case a real ERP produces now and then.
+"reply lost" case a real ERP produces now and then; ``{"down": true}`` makes the ERP answer every
+other request ``503`` (its maintenance window, "rejected before processing").
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ErpState:
         self.batches: dict[str, dict[str, Any]] = {}
         self.ids = itertools.count(1)
         self.lose_commit_reply = False
+        self.down = False
 
 
 def _error(status: int, code: str) -> JSONResponse:
@@ -50,13 +52,18 @@ def create_app(token: str) -> FastAPI:
     async def bearer(request: Request, call_next: Any) -> Response:
         if request.headers.get("authorization") != f"Bearer {token}":
             return _error(401, "unauthorized")
+        if state.down and request.url.path != "/_faults":
+            return _error(503, "maintenance")
         response: Response = await call_next(request)
         return response
 
     @app.post("/_faults")
     def faults(body: dict[str, Any]) -> dict[str, bool]:
-        state.lose_commit_reply = bool(body.get("lose_commit_reply"))
-        return {"lose_commit_reply": state.lose_commit_reply}
+        """Set the knobs named in ``body``; the others keep their values."""
+        for knob in ("lose_commit_reply", "down"):
+            if knob in body:
+                setattr(state, knob, bool(body[knob]))
+        return {"lose_commit_reply": state.lose_commit_reply, "down": state.down}
 
     @app.post("/batches", status_code=201, response_model=None)
     def open_batch(body: dict[str, Any]) -> dict[str, str] | JSONResponse:

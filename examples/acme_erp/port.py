@@ -2,9 +2,9 @@
 
 It fills in what ``legacy-adapter new-port acme_erp`` wrote, under the same names: serve it with
 ``ADAPTER_LEGACY_PORT=acme_erp.port:make_port``, ``ACME_ERP_URL`` and ``ACME_ERP_TOKEN``; check it with
-``legacy-adapter check-port acme_erp.port:make_port --lose-commit-reply acme_erp.port:lose_commit_reply``
-(the hook needs the fake ERP in ``acme_erp/fake_server.py``, whose ``/_faults`` switch a real ERP
-does not have).
+``legacy-adapter check-port acme_erp.port:make_port --lose-commit-reply acme_erp.port:lose_commit_reply
+--system-down acme_erp.port:system_down`` (the hooks need the fake ERP in ``acme_erp/fake_server.py``,
+whose ``/_faults`` switches a real ERP does not have).
 """
 
 from __future__ import annotations
@@ -238,3 +238,13 @@ def lose_commit_reply(port: ErpPort) -> Iterator[None]:
         yield
     finally:
         _call(port._client, "status", "POST", "/_faults", json={"lose_commit_reply": False})
+
+
+@contextmanager
+def system_down(port: ErpPort) -> Iterator[None]:
+    """Contract fault hook, for the fake ERP only: it answers every request 503 (maintenance)."""
+    _call(port._client, "status", "POST", "/_faults", json={"down": True})
+    try:
+        yield
+    finally:
+        _call(port._client, "status", "POST", "/_faults", json={"down": False})

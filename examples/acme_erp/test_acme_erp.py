@@ -64,6 +64,10 @@ class TestErpPortContract(PortContract):
     def lose_commit_reply(self):  # type: ignore[no-untyped-def]
         return erp.lose_commit_reply
 
+    @pytest.fixture
+    def system_down(self):  # type: ignore[no-untyped-def]
+        return erp.system_down
+
 
 @pytest.fixture
 def service(tmp_path: Path, erp_port: erp.ErpPort) -> Iterator[ImportService]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,32 +38,40 @@ class LegacyDatabase:
     engine: Engine
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set"),
-            ],
-        ),
-    ]
-)
-def legacy_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LegacyDatabase]:
-    """A legacy database with customers, order_lines (composite key) and audit_log (no key)."""
-    if request.param == "sqlite":
+BOTH_DATABASES = [
+    "sqlite",
+    pytest.param(
+        "postgres",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set"),
+        ],
+    ),
+]
+
+
+@contextmanager
+def legacy_database(kind: str, tmp_path: Path, ddl: Sequence[str]) -> Iterator[LegacyDatabase]:
+    """A legacy database holding the tables ``ddl`` creates: a SQLite file, or a PostgreSQL schema."""
+    if kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'erp.db'}"
         engine = create_engine(url)
         with engine.begin() as conn:
-            for ddl in LEGACY_TABLES["sqlite"]:
-                conn.execute(text(ddl))
+            for statement in ddl:
+                conn.execute(text(statement))
         yield LegacyDatabase(url, None, engine)
         engine.dispose()
         return
     with postgres_schema("legacy") as (engine, schema):  # skips where PostgreSQL is not configured
         with engine.begin() as conn:
             conn.execute(text(f'SET search_path TO "{schema}"'))
-            for ddl in LEGACY_TABLES["postgres"]:
-                conn.execute(text(ddl))
+            for statement in ddl:
+                conn.execute(text(statement))
         yield LegacyDatabase(require_postgres(), schema, engine)
+
+
+@pytest.fixture(params=BOTH_DATABASES)
+def legacy_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LegacyDatabase]:
+    """A legacy database with customers, order_lines (composite key) and audit_log (no key)."""
+    with legacy_database(request.param, tmp_path, LEGACY_TABLES[request.param]) as database:
+        yield database

@@ -30,7 +30,7 @@ def test_the_contract_tests_in_the_tutorial_are_what_new_port_writes(tmp_path: P
 
     doc = (REPO / "docs" / "wrap-your-own-system.md").read_text()
     marker = (
-        "wrote it (every rule becomes one test; it imports only your factory and fault hook):\n\n```python\n"
+        "wrote it (every rule becomes one test; it imports only your factory and fault hooks):\n\n```python\n"
     )
     start = doc.index(marker) + len(marker)
     shown = doc[start : doc.index("```\n", start)]

@@ -28,6 +28,10 @@ class TestSimulatorOverTcp(PortContract):
     def lose_commit_reply(self):  # type: ignore[no-untyped-def]
         return simulator.lose_commit_reply
 
+    @pytest.fixture
+    def system_down(self):  # type: ignore[no-untyped-def]
+        return simulator.system_down
+
 
 class TestSimulatorInProcess(PortContract):
     @pytest.fixture
@@ -39,6 +43,10 @@ class TestSimulatorInProcess(PortContract):
     @pytest.fixture
     def lose_commit_reply(self):  # type: ignore[no-untyped-def]
         return simulator.lose_commit_reply
+
+    @pytest.fixture
+    def system_down(self):  # type: ignore[no-untyped-def]
+        return simulator.system_down
 
 
 class _ForgetsVoids:
@@ -92,12 +100,14 @@ def test_check_port_reports_every_rule_and_exits_0_when_all_hold(tmp_path: Path)
         "adapter.legacy.simulator:from_settings",
         "--lose-commit-reply",
         "adapter.legacy.simulator:lose_commit_reply",
+        "--system-down",
+        "adapter.legacy.simulator:system_down",
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line[:4] in ("PASS", "FAIL", "SKIP")]
-    assert len(lines) == 9 and all(line.startswith("PASS") for line in lines), done.stdout
-    assert "9 of 9 rules hold" in done.stdout
+    assert len(lines) == 10 and all(line.startswith("PASS") for line in lines), done.stdout
+    assert "10 of 10 rules hold" in done.stdout
 
 
 @pytest.mark.slow
@@ -106,4 +116,5 @@ def test_check_port_without_a_fault_hook_does_not_claim_every_rule(tmp_path: Pat
 
     assert done.returncode == 1
     assert "SKIP  lost_commit_reply_is_unknown" in done.stdout
-    assert "8 of 9 rules hold" in done.stdout
+    assert "SKIP  outage_raises_transient" in done.stdout
+    assert "8 of 10 rules hold" in done.stdout

@@ -6,7 +6,10 @@ holds one COMMIT longer than the grace period, so the kit judges it ``not_commit
 * If the second commit got in before the held one landed, the watch over recent verdicts finds the
   second batch and raises ``needs_operator`` with an event (and the metric counts it).
 * A late batch with nothing else committed is recorded as the import's commit.
-* Imports whose commits all succeeded cost the legacy system no question in the watch.
+* Imports whose commits all succeeded cost the legacy system no question in the watch, and do not
+  crowd a doubted one out of it.
+* The watch lasts whatever the port said after the verdict: a retry under the same key that failed
+  because the system was down keeps the import watched.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from adapter.legacy.forwarding import ForwardingPort
 from adapter.legacy.simulator import SimulatorPort
 from adapter.ports.legacy import BatchStatus
 from adapter.services import CommitPolicy, ImportService, ServiceContext
-from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts
+from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts, watch_recent_verdicts
 from adapter.store import Store
 from legacy_sim.engine import LegacyEngine
 
@@ -49,6 +52,7 @@ class CommitHoldingProxy:
         self.address = self.listener.getsockname()[:2]
         self._holds: list[float] = []
         self._lock = threading.Lock()
+        self.down = False  # while set, every new connection is closed at once (the system is down)
         self.delivered = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -66,6 +70,9 @@ class CommitHoldingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.down:
+                client.close()
+                continue
             upstream = socket.create_connection(self.upstream)
             threading.Thread(target=self._to_upstream, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._to_client, args=(upstream, client), daemon=True).start()
@@ -225,3 +232,42 @@ def test_the_watch_asks_only_about_imports_with_a_not_committed_verdict(
         first = uow.operations.get(first_id)
         assert first is not None
         assert counting.asked == [first.batch_ref], "only the doubted import's batch is asked about"
+
+
+def test_the_watch_goes_on_after_a_retry_failed_while_the_system_was_down(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    """The not_committed verdict stands in the operation's history: a retry under the same key that
+    failed for another reason (the system was down) does not end the watch over it."""
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    proxy.down = True
+    retried = late_service.commit(alice, handle, idempotency_key="first")
+    proxy.down = False
+    assert retried.operation_id == first_id
+    view = late_service.operation_status(alice, operation_id=first_id)
+    assert view.status == "failed" and view.error is not None and view.error["code"] != "not_committed"
+    assert proxy.delivered.wait(HOLD + 5)  # the held COMMIT lands now
+    time.sleep(0.3)
+
+    late_service.maintain()
+
+    assert late_service.operation_status(alice, operation_id=first_id).status == "succeeded"
+    assert late_service.status(alice, handle).status == "committed"
+    assert [e.detail["finding"] for e in late_events(late_service)] == ["late_commit_recorded"]
+    assert len(legacy_engine.committed_batches()) == 1
+
+
+def test_commits_that_succeeded_do_not_crowd_a_doubted_import_out_of_the_watch(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy
+) -> None:
+    _handle, first_id = judged_not_committed(late_service, alice, proxy)
+    for n in range(3):  # settled after the verdict: newer than it
+        other = late_service.begin(alice, "customers").handle
+        late_service.add(alice, other, [{"n": n}])
+        assert late_service.commit(alice, other, idempotency_key=f"ok-{n}").status == "committed"
+    assert proxy.delivered.wait(HOLD + 5)
+    time.sleep(0.3)
+
+    [found] = watch_recent_verdicts(late_service.ctx, limit=2)
+
+    assert (found.operation_id, found.finding) == (first_id, "late_commit_recorded")

@@ -29,6 +29,8 @@ SURFACE = {
     "LegacyFailed": "adapter.ports.legacy",
     "LegacyTransient": "adapter.ports.legacy",
     "LegacyOutcomeUnknown": "adapter.ports.legacy",
+    "LegacyRefused": "adapter.ports.legacy",
+    "Refusal": "adapter.ports.legacy",
     "CommittedBatch": "adapter.ports.legacy",
     "BatchStatus": "adapter.ports.legacy",
     "CommittedBatchInfo": "adapter.ports.legacy",
@@ -65,6 +67,7 @@ RESULT_FIELDS = {
     "BatchStatus": ["batch_ref", "batches"],
     "CommittedBatchInfo": ["legacy_batch_id", "record_count", "voided"],
     "VoidResult": ["legacy_batch_id", "already_voided"],
+    "Refusal": ["code", "message", "position", "field"],
     "Target": ["name", "description", "schema", "max_records"],
     "Kit": ["settings", "store", "legacy", "service", "admin"],
 }
@@ -118,6 +121,19 @@ def test_the_result_types_have_the_pinned_fields(name: str) -> None:
 def test_the_three_legacy_outcomes_share_one_base() -> None:
     for name in ("LegacyFailed", "LegacyTransient", "LegacyOutcomeUnknown"):
         assert getattr(adapter, name).__mro__[1] is adapter.LegacyError
+
+
+def test_a_refusal_is_a_failure_whose_reason_is_frozen() -> None:
+    refusal = adapter.Refusal("foreign_key_violation", "no such customer", position=2, field="customer_id")
+    error = adapter.LegacyRefused(refusal)
+
+    assert isinstance(error, adapter.LegacyFailed) and error.refusal is refusal
+    assert str(error) == "record 2, field 'customer_id': foreign_key_violation: no such customer"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        refusal.code = "other"  # type: ignore[misc]
+    for bad in ({"code": "Not Snake"}, {"message": "two\nlines"}, {"position": -1}):
+        with pytest.raises(ValueError):
+            adapter.Refusal(**{"code": "x", "message": "m", **bad})  # type: ignore[arg-type]
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
