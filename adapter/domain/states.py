@@ -106,7 +106,8 @@ OPERATION_TRANSITIONS: dict[OperationState, frozenset[OperationState]] = {
     _O.NEEDS_OPERATOR: frozenset({_O.RESOLVED, _O.COMPENSATED}),
     # A resolved compensation that runs again (abort or operator compensate) records its new outcome.
     _O.RESOLVED: frozenset({_O.COMPENSATED, _O.NEEDS_OPERATOR}),
-    _O.SUCCEEDED: frozenset(),
+    # A duplicate batch a late COMMIT made under a succeeded commit's key could not be voided.
+    _O.SUCCEEDED: frozenset({_O.NEEDS_OPERATOR}),
     _O.COMPENSATED: frozenset(),
 }
 

@@ -67,6 +67,9 @@ class Finding(StrEnum):
     SECOND_BATCH = "second_batch"
     """A batch appeared under a ``not_committed`` reference while the import has another batch."""
     COMMITTED_AFTER_IMPORT_MOVED_ON = "committed_after_import_moved_on"
+    DUPLICATE_VOIDED = "duplicate_voided"
+    """A commit retried under its key got the late COMMIT of its earlier attempt as a second batch
+    under the same reference: the late batch was voided, the one the operation recorded stays."""
     RESUMED = "resumed"
     """Not a finding of the legacy system: a commit whose worker went away before COMMIT runs again."""
     """A batch appeared under a ``not_committed`` reference after the import was aborted or expired."""

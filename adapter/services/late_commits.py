@@ -5,19 +5,23 @@ period in which "not committed" is not believed (a hung network path, a proxy ho
 The kit then believes ``not_committed``, the import is open again, and a new commit would make a
 second legacy batch. Two defences:
 
-1. **Ask before every COMMIT** (:func:`earlier_batch_committed`, used by ``commit.py``): before any
+1. **Ask before every COMMIT** (:func:`earlier_batch_committed`, used by ``commit/run.py``): before any
    COMMIT of an import, ask ``batch_status`` for every earlier batch reference of that import (not
    only the operation's own); if one is committed, stop at ``needs_operator`` instead of sending.
 2. **Keep watching recent verdicts** (:func:`watch_recent_verdicts`, run by maintenance): for
    ``WATCH_GRACE_PERIODS`` grace periods (at least ``MIN_WATCH_SECONDS``) after a commit operation
-   last ended ``failed``, if the reconciler ever judged it ``not_committed`` (its
+   last ended ``failed`` or ``succeeded``, if the reconciler ever judged it ``not_committed`` (its
    ``operation.reconciled`` event says so, whatever the operation's error says now: a retry under
    the same key that failed again, say with ``legacy_unavailable`` while the system was down, keeps
    the watch on), ask again about every batch reference of its import. Only such a verdict can be
    wrong this way, so nothing else is asked. A batch under a failed operation's reference is a late
    commit: recorded as ``succeeded`` when the import is still open and has no other batch; otherwise
    (a second batch, or the import moved on) the operation goes to ``needs_operator`` with an event
-   ``operation.late_commit_found`` that the metrics count.
+   ``operation.late_commit_found`` that the metrics count. A commit retried under the same key after
+   its ``not_committed`` verdict that *succeeded* is watched too: the late COMMIT of its first
+   attempt lands under the same reference as a second batch, which is voided (``duplicate_voided``,
+   counted the same way; ``needs_operator`` if the VOID fails). So one key yields one batch, or the
+   duplicate is found, voided and counted.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
-from adapter.store.quota_reads import event_details, not_committed_verdicts, recently_failed_commits
+from adapter.store.quota_reads import event_details, not_committed_verdicts, recently_doubted_commits
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
@@ -113,30 +117,77 @@ def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
     """
     since = ctx.clock() - _watch_window(ctx)
     with ctx.store.unit_of_work() as uow:
-        failed = recently_failed_commits(uow.session, since, limit)
+        settled = recently_doubted_commits(uow.session, since, limit, EventKind.OPERATION_RECONCILED)
         doubted = not_committed_verdicts(
-            uow.session, [operation_id for _, operation_id in failed], EventKind.OPERATION_RECONCILED
+            uow.session, [operation_id for _, operation_id in settled], EventKind.OPERATION_RECONCILED
         )
-    return list(dict.fromkeys(import_id for import_id, operation_id in failed if operation_id in doubted))
+    return list(dict.fromkeys(import_id for import_id, operation_id in settled if operation_id in doubted))
 
 
 def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
     with ctx.store.unit_of_work() as uow:
         operations = [
-            (op.id, op.batch_ref, op.status)
+            (op.id, op.batch_ref, op.status, (op.result or {}).get("legacy_batch_id"))
             for op in uow.operations.for_import(import_id)
             if op.kind == OperationKind.COMMIT.value and op.batch_ref is not None
         ]
-    if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status in operations):
+    if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status, _ in operations):
         return []  # a person already has it
-    answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _ in operations}
+    answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _, _ in operations}
     total = sum(len(answer.batches) for answer in answers.values())
     late = [
         (op_id, answers[ref])
-        for op_id, ref, status in operations
+        for op_id, ref, status, _ in operations
         if status == OperationState.FAILED.value and answers[ref].committed
     ]
-    return [r for op_id, answer in late if (r := _record(ctx, import_id, op_id, answer, total)) is not None]
+    found = [r for op_id, answer in late if (r := _record(ctx, import_id, op_id, answer, total)) is not None]
+    for op_id, ref, status, kept in operations:
+        extra = [
+            b.legacy_batch_id for b in answers[ref].batches if b.legacy_batch_id != kept and not b.voided
+        ]
+        if status == OperationState.SUCCEEDED.value and kept is not None and extra:
+            found.append(_void_duplicates(ctx, import_id, op_id, kept, extra))
+    return found
+
+
+def _void_duplicates(
+    ctx: ServiceContext, import_id: str, operation_id: str, kept: str, extra: list[str]
+) -> LateCommit:
+    """A commit retried under its key after a ``not_committed`` verdict landed, and then the late
+    COMMIT of its earlier attempt landed too, under the same reference: one key, two batches. The
+    batch the operation recorded stays; the late one is voided (a VOID is idempotent), and the event
+    is counted like every late commit. A VOID that fails leaves it to a person (``needs_operator``)."""
+    try:
+        for batch_id in extra:
+            ctx.legacy.void_batch(batch_id)
+        finding, status = Finding.DUPLICATE_VOIDED, OperationState.SUCCEEDED
+    except LegacyError as exc:
+        log.warning("operation %s: voiding its duplicate batch failed (%s)", operation_id, type(exc).__name__)
+        finding, status = Finding.SECOND_BATCH, OperationState.NEEDS_OPERATOR
+
+    def write() -> None:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            assert operation is not None
+            if status is OperationState.NEEDS_OPERATOR and operation.status != status.value:
+                transition_operation(operation, status)
+                operation.error = {"code": finding, "legacy_batch_id": kept, "duplicates": extra}
+            uow.events.record(
+                LATE_COMMIT_EVENT,
+                import_id=import_id,
+                operation_id=operation_id,
+                state=operation.status,
+                detail={
+                    "finding": finding,
+                    "batches": 1 + len(extra),
+                    "voided": extra if status is not OperationState.NEEDS_OPERATOR else [],
+                },
+            )
+            uow.commit()
+
+    retry_on_conflict(write)
+    log.warning("late COMMIT made a second batch under operation %s: %s", operation_id, finding)
+    return LateCommit(operation_id, import_id, finding, status.value)
 
 
 def _record(

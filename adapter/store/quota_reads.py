@@ -15,7 +15,7 @@ __all__ = [
     "event_details",
     "imports_with_leftover_records",
     "not_committed_verdicts",
-    "recently_failed_commits",
+    "recently_doubted_commits",
 ]
 
 # Imports whose staged records still count against the tenant: not yet committed or given up (the
@@ -52,16 +52,27 @@ def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
     return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
 
 
-def recently_failed_commits(session: Session, since: datetime, limit: int) -> list[tuple[str, str]]:
-    """(import id, operation id) of commit operations that are ``failed`` and changed since ``since``,
-    newest first: the only ones a late COMMIT can still turn out to have landed for."""
+def recently_doubted_commits(
+    session: Session, since: datetime, limit: int, reconciled: str
+) -> list[tuple[str, str]]:
+    """(import id, operation id) of commit operations that ended ``failed`` or ``succeeded`` since
+    ``since`` and that the reconciler judged at least once (events of kind ``reconciled``), newest
+    first: the only ones a late COMMIT can still surprise. A failed one may have landed after all;
+    a succeeded one, retried under its key after a ``not_committed`` verdict, may get the late
+    COMMIT as a second batch. Commits nobody reconciled never crowd them out of ``limit``."""
+    judged = (
+        select(EventRow.id)
+        .where(EventRow.operation_id == OperationRow.id, EventRow.kind == reconciled)
+        .exists()
+    )
     query = (
         select(OperationRow.import_id, OperationRow.id)
         .where(
-            OperationRow.status == "failed",
+            OperationRow.status.in_(("failed", "succeeded")),
             OperationRow.kind == "commit",
             OperationRow.updated_at >= since,
             OperationRow.import_id.is_not(None),
+            judged,
         )
         .order_by(OperationRow.updated_at.desc())
         .limit(limit)

@@ -271,3 +271,31 @@ def test_commits_that_succeeded_do_not_crowd_a_doubted_import_out_of_the_watch(
     [found] = watch_recent_verdicts(late_service.ctx, limit=2)
 
     assert (found.operation_id, found.finding) == (first_id, "late_commit_recorded")
+
+
+def test_a_same_key_retry_and_the_late_commit_give_one_batch_the_duplicate_voided_and_counted(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    """Issue 21: the first COMMIT is held past the grace period and judged not_committed; the client
+    retries with the same key, as the tool tells it to, before the held COMMIT lands; then it lands,
+    under the same batch reference. One key must not leave two batches standing."""
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    retried = late_service.commit(alice, handle, idempotency_key="first")  # the same key
+    assert (retried.status, retried.operation_id) == ("committed", first_id)
+    assert proxy.delivered.wait(HOLD + 5)
+    time.sleep(0.3)
+    batches = legacy_engine.committed_batches()
+    assert len(batches) == 2 and {b["batch_ref"] for b in batches} == {batches[0]["batch_ref"]}
+
+    late_service.maintain()
+
+    standing = [b for b in legacy_engine.committed_batches() if not b["voided"]]
+    assert [b["legacy_batch_id"] for b in standing] == [retried.legacy_batch_id], "one batch stands"
+    view = late_service.operation_status(alice, operation_id=first_id)
+    assert view.status == "succeeded"
+    assert late_service.status(alice, handle).legacy_batch_id == retried.legacy_batch_id
+    [found] = late_events(late_service)
+    assert found.detail["finding"] == "duplicate_voided"
+    assert late_commit_counts(late_service.ctx) == {"duplicate_voided": 1}
+    late_service.maintain()  # found once, not again on every pass
+    assert len(late_events(late_service)) == 1
