@@ -1,8 +1,9 @@
 """The Tasks extension (``io.modelcontextprotocol/tasks``) on the wire, over real HTTP.
 
 Requests are POSTed as a 2026-07-28 client writes them (headers, ``_meta`` with the declared
-capabilities), so what is checked is what any client someone else wrote would see. The FastMCP
-client's own tasks support is driven in ``test_tasks_fastmcp.py``.
+capabilities), so what is checked is what any client someone else wrote would see. Two such
+clients drive the same flows in ``test_tasks_fastmcp.py`` (FastMCP 4 with ``fastmcp-tasks``) and
+``test_tasks_strands.py`` (strands-agents).
 """
 
 from __future__ import annotations
@@ -288,7 +289,7 @@ async def test_a_routing_header_naming_another_task_is_refused_and_an_absent_one
 
     for method, (response, body) in replies.items():
         assert (response.status_code, body["error"]["code"]) == (400, -32020), method
-    assert absent["result"]["taskId"] == task_id, "FastMCP 4.1 and strands-agents send no Mcp-Name"
+    assert absent["result"]["taskId"] == task_id, "FastMCP 4.1 sends no Mcp-Name on tasks/*"
 
 
 async def test_task_answers_carry_exactly_the_extension_fields(server: Any, legacy_engine: Any) -> None:

@@ -144,8 +144,8 @@ def check_routing_header(ctx: ServerRequestContext[Any, Any], task_id: str) -> N
     """Refuse a ``tasks/*`` request whose ``Mcp-Name`` header names another task (-32020).
 
     An intermediary routes (or authorizes) on the header; a body about another task would slip
-    past it. An absent header is served: FastMCP 4.1 and strands-agents 1.62 send none on
-    ``tasks/*``, and no worker here needs the routing (any of them answers from the store).
+    past it. An absent header is served: FastMCP 4.1 (``fastmcp-tasks``) sends none on ``tasks/*``,
+    and no worker here needs the routing (any of them answers from the store).
     """
     request = ctx.request
     if not isinstance(request, Request):  # stdio: no headers
