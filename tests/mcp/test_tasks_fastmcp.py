@@ -102,6 +102,7 @@ async def test_a_commit_that_needs_confirmation_asks_first_then_becomes_a_task(
 ) -> None:
     out = await run("confirm", server, "--records", "3")
 
+    assert "Server returned InputRequiredResult" in out["explicit"], "call_tool_task cannot confirm"
     [question] = out["asked"]
     assert "3 staged records" in question and '"customers"' in question
     methods = [sent["method"] for sent in out["commit_wire"]]

@@ -167,9 +167,15 @@ async def confirm(args: argparse.Namespace, wire: Wire) -> dict[str, Any]:
     asked_at: list[int] = []
     async with connect(args.url, args.token, wire, elicitation_handler=on_elicit) as client:
         handle = await stage(client, args.records)
+        try:  # the explicit task call does not drive the MRTR round (README says so)
+            await call_tool_task(client, "commit_import", {"handle": handle})
+            explicit = "a task"
+        except RuntimeError as exc:
+            explicit = str(exc)
         start = len(wire.sent)
         result = await client.call_tool("commit_import", {"handle": handle})
     return {
+        "explicit": explicit,
         "asked": asked,
         "asked_after": [n - start for n in asked_at],
         "commit_wire": wire.sent[start:],
