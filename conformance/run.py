@@ -273,9 +273,10 @@ def print_table(
             f"{scenario.count('FAILURE'):>4}  {scenario.count('WARNING'):>4}  {scenario.count('SKIPPED'):>4}"
         )
     passed = sum(1 for s in results.values() if not s.failures)
+    more = f" and the named checks of {len(required_checks)} more" if required_checks else ""
     print(
         f"\n{len(results)} scenarios ran, {passed} without a failing check; only the {len(required)} "
-        f"gating ones and the named checks of {len(required_checks)} more decide the exit code"
+        f"gating ones{more} decide the exit code"
     )
 
 
