@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop tasks-clients
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,5 +69,21 @@ $(INTEROP_STAMP): interop/package.json interop/package-lock.json
 
 interop: $(INTEROP_STAMP)
 
+# Python MCP clients that others wrote, for the Tasks extension (tests/mcp/test_tasks_fastmcp.py and
+# test_tasks_strands.py): FastMCP 4 with fastmcp-tasks, and strands-agents. Each gets its own virtual
+# environment from a pinned requirements file (tests/tasks_clients/), as the Node clients get their
+# package-lock: strands-agents pins mcp<2.2, and neither client's packages belong in the project's
+# environment. Without them those tests skip.
+FASTMCP_STAMP := .venv-fastmcp/.installed-stamp
+STRANDS_STAMP := .venv-strands/.installed-stamp
+
+.venv-%/.installed-stamp: tests/tasks_clients/%-requirements.txt
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+tasks-clients: $(FASTMCP_STAMP) $(STRANDS_STAMP)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .venv-fastmcp .venv-strands .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -30,6 +30,38 @@ expected to fail and are reported but never fail the run. The decision is:
   'test_missing_capability' although ..." or "Not testable: server does not list the diagnostic tool
   'test_streaming_elicitation'"); every other failing check fails the run.
 * A required scenario that did not run at all (missing ``checks.json``) fails the run.
+* The Tasks extension's ``tasks-*`` scenarios (SEP-2663; run by ``--requirements 2026-07-28`` but not
+  scored by the harness) gate by named checks, ``REQUIRED_CHECKS``: each named check must have run
+  and must not be a FAILURE. The other checks of those scenarios call fixture tools of the suite's
+  reference server (``greet``, ``slow_compute``, ``failing_job``, ``protocol_error_job``,
+  ``confirm_delete``, ``multi_input``, ``test_tool_with_task``) and are reported, never gating.
+
+Per ``tasks-*`` scenario, what gates and why the rest does not apply (the task here is a commit;
+``tests/mcp/test_tasks.py`` asserts the same wire rules on ``commit_import``):
+
+* every one but ``tasks-status-notifications``: ``wire-schema-valid`` (each message the server
+  sent, error answers included, against the 2026-07-28 schema).
+* ``tasks-capability-negotiation``: ``tasks-extension-advertised`` and
+  ``sep-2663-tasks-methods-non-declaring`` (-32021 for ``tasks/*`` without the extension). Its
+  sync-fallback and per-request opt-in checks call ``slow_compute``.
+* ``tasks-dispatch-and-envelope``: ``tasks/result`` and ``tasks/list`` are -32601, an unknown task
+  id is -32602. The rest (durable create, the v1 ``task`` hint, the immediate-result shortcut,
+  ``resultType`` on every answer) calls ``greet``/``slow_compute``/``failing_job``/``confirm_delete``.
+* ``tasks-request-headers``: a ``tools/call`` whose ``Mcp-Method`` says ``tasks/get`` is -32020.
+  Its ``Mcp-Name``-is-the-task-id checks need a ``slow_compute`` task; the server refuses a
+  mismatched one (``tasks.check_routing_header``), tested on a commit task.
+* ``tasks-lifecycle``, ``tasks-wire-fields``, ``tasks-request-state-removal``: every check needs
+  ``slow_compute``, ``greet``, ``failing_job`` or ``protocol_error_job``. A commit task never ends
+  ``failed``: a failed commit is a completed task whose result has ``isError``, an unknown outcome
+  stays ``working`` until reconciled.
+* ``tasks-mrtr-input``: does not apply: a commit asks its question before it becomes a task, never
+  during one (no ``input_required`` task; ``tasks/update`` is acknowledged and changes nothing).
+* ``tasks-mrtr-composition``: needs ``test_tool_with_task``; the same composition (the MRTR round,
+  then a ``CreateTaskResult`` without ``requestState``) is tested on ``commit_import``.
+* ``tasks-required-task-error``: does not apply: no tool here requires a task (a commit without the
+  extension answers ``in_progress`` and goes on in the background).
+* ``tasks-status-notifications``: the harness skips it itself (not yet rewritten for
+  ``subscriptions/listen``); ``notifications/tasks`` on a listen stream is tested here.
 
 No expected-failures baseline file is used: the harness's ``--expected-failures`` reports WARNING
 checks of a scenario with a per-check entry as unexpected failures, and a whole-scenario entry for
@@ -96,6 +128,33 @@ REQUIRED_2025 = (
 
 REQUIRED_BY_REVISION = {"2026-07-28": REQUIRED, "2025-11-25": REQUIRED_2025}
 
+# The generic checks of the Tasks extension's scenarios (see the docstring): they must pass.
+_SCHEMA = "wire-schema-valid"
+REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
+    "tasks-capability-negotiation": (
+        "tasks-extension-advertised",
+        "sep-2663-tasks-methods-non-declaring",
+        _SCHEMA,
+    ),
+    "tasks-dispatch-and-envelope": (
+        "sep-2663-tasks-result-removed-method-not-found",
+        "tasks-removed-tasks-list",
+        "sep-2663-tasks-get-invalid-task-id-32602",
+        _SCHEMA,
+    ),
+    "tasks-request-headers": ("tasks-headers-reject-mismatched-method", _SCHEMA),
+    "tasks-lifecycle": (_SCHEMA,),
+    "tasks-wire-fields": (_SCHEMA,),
+    "tasks-request-state-removal": (_SCHEMA,),
+    "tasks-mrtr-input": (_SCHEMA,),
+    "tasks-mrtr-composition": (_SCHEMA,),
+    "tasks-required-task-error": (_SCHEMA,),
+}
+REQUIRED_CHECKS_BY_REVISION: dict[str, dict[str, tuple[str, ...]]] = {
+    "2026-07-28": REQUIRED_CHECKS,
+    "2025-11-25": {},
+}
+
 # Tools of the suite's everything-server that some server-stateless checks call or look for.
 FIXTURE_TOOLS = (
     "test_missing_capability",
@@ -149,10 +208,31 @@ def load_results(output: Path) -> dict[str, Scenario]:
     return {name: scenario for name, (_, scenario) in sorted(found.items())}
 
 
-def decide(results: dict[str, Scenario], required: tuple[str, ...] = REQUIRED) -> tuple[list[str], list[str]]:
+def check_problems(name: str, scenario: Scenario | None, ids: tuple[str, ...]) -> list[str]:
+    """Why the named checks of one scenario fail the run: not run, or a FAILURE."""
+    if scenario is None:
+        return [f"{name}: did not run (no checks.json)"]
+    by_id = {check.get("id"): check for check in scenario.checks}
+    problems = []
+    for check_id in ids:
+        check = by_id.get(check_id)
+        if check is None:
+            problems.append(f"{name}: {check_id}: did not run")
+        elif check.get("status") == "FAILURE":
+            problems.append(f"{name}: {check_id}: {check.get('errorMessage') or check.get('description')}")
+    return problems
+
+
+def decide(
+    results: dict[str, Scenario],
+    required: tuple[str, ...] = REQUIRED,
+    required_checks: dict[str, tuple[str, ...]] | None = None,
+) -> tuple[list[str], list[str]]:
     """(problems that fail the run, notes about allowed fixture failures)."""
     problems: list[str] = []
     notes: list[str] = []
+    for name, ids in (required_checks or {}).items():
+        problems.extend(check_problems(name, results.get(name), ids))
     for name in required:
         scenario = results.get(name)
         if scenario is None:
@@ -167,9 +247,15 @@ def decide(results: dict[str, Scenario], required: tuple[str, ...] = REQUIRED) -
     return problems, notes
 
 
-def print_table(results: dict[str, Scenario], required: tuple[str, ...] = REQUIRED) -> None:
+def print_table(
+    results: dict[str, Scenario],
+    required: tuple[str, ...] = REQUIRED,
+    required_checks: dict[str, tuple[str, ...]] | None = None,
+) -> None:
     """One row per scenario. ``result`` is the harness's view (any FAILURE check = FAIL); ``gating`` is
-    this script's decision for the scenarios that decide the exit code (blank = not gating)."""
+    this script's decision for the scenarios that decide the exit code (blank = not gating;
+    ``ok/n``: gating by its n named checks)."""
+    required_checks = required_checks or {}
     width = max([len(name) for name in results] + [len("scenario")])
     print(f"\n{'scenario':<{width}}  result  gating  pass  fail  warn  skip")
     print(f"{'-' * width}  ------  ------  ----  ----  ----  ----")
@@ -179,14 +265,18 @@ def print_table(results: dict[str, Scenario], required: tuple[str, ...] = REQUIR
         if name in required:
             allowed = [c for c in scenario.failures if name == "server-stateless" and is_fixture_check(c)]
             gating = "ok" if len(allowed) == len(scenario.failures) else "FAIL"
+        elif name in required_checks:
+            ids = required_checks[name]
+            gating = "FAIL" if check_problems(name, scenario, ids) else f"ok/{len(ids)}"
         print(
             f"{name:<{width}}  {result:<6}  {gating:<6}  {scenario.count('SUCCESS'):>4}  "
             f"{scenario.count('FAILURE'):>4}  {scenario.count('WARNING'):>4}  {scenario.count('SKIPPED'):>4}"
         )
     passed = sum(1 for s in results.values() if not s.failures)
+    more = f" and the named checks of {len(required_checks)} more" if required_checks else ""
     print(
         f"\n{len(results)} scenarios ran, {passed} without a failing check; only the {len(required)} "
-        "gating ones decide the exit code"
+        f"gating ones{more} decide the exit code"
     )
 
 
@@ -357,13 +447,14 @@ def run_harness(
 def judge(revision: str, output: Path, verbose: bool) -> int:
     """Print one requirement set's table and decide it: 0 pass, 1 a required scenario failed, 2 broken."""
     required = REQUIRED_BY_REVISION[revision]
+    required_checks = REQUIRED_CHECKS_BY_REVISION[revision]
     results = load_results(output)
     print(f"\n=== requirement set {revision} ===")
     if not results:
         print(f"conformance: no checks.json under {output}", file=sys.stderr)
         return 2
-    print_table(results, required)
-    problems, notes = decide(results, required)
+    print_table(results, required, required_checks)
+    problems, notes = decide(results, required, required_checks)
     if notes:
         print("\nAllowed (fixture-driven) failures in server-stateless:")
         for note in notes:
@@ -380,7 +471,9 @@ def judge(revision: str, output: Path, verbose: bool) -> int:
             print("  -", problem)
         print(f"\nconformance {revision}: FAIL (results in {output})")
         return 1
-    print(f"\nconformance {revision}: PASS, all {len(required)} required generic scenarios ({output})")
+    checks = sum(len(ids) for ids in required_checks.values())
+    also = f" and {checks} required checks of {len(required_checks)} tasks-* scenarios" if checks else ""
+    print(f"\nconformance {revision}: PASS, all {len(required)} required generic scenarios{also} ({output})")
     return 0
 
 

@@ -1,8 +1,9 @@
 """The Tasks extension (``io.modelcontextprotocol/tasks``) on the wire, over real HTTP.
 
 Requests are POSTed as a 2026-07-28 client writes them (headers, ``_meta`` with the declared
-capabilities), so what is checked is what any client someone else wrote would see. The FastMCP
-client's own tasks support is driven in ``test_tasks_fastmcp.py``.
+capabilities), so what is checked is what any client someone else wrote would see. Two such
+clients drive the same flows in ``test_tasks_fastmcp.py`` (FastMCP 4 with ``fastmcp-tasks``) and
+``test_tasks_strands.py`` (strands-agents).
 """
 
 from __future__ import annotations
@@ -273,3 +274,56 @@ async def test_another_worker_answers_tasks_get_from_the_store(server: Any, lega
     legacy_engine.update_faults(latency_ms=0)
     assert working["status"] == "working" and "records sent" in working["statusMessage"]
     assert done["status"] == "completed"
+
+
+async def test_a_routing_header_naming_another_task_is_refused_and_an_absent_one_served(server: Any) -> None:
+    """``Mcp-Name`` on ``tasks/*`` is the task id (the extension's routing header): the SDK checks it
+    only for tools, prompts and resources, so a header naming another task would pass unnoticed."""
+    handle = await stage(server, 1)
+    task_id = (await commit(server, handle))["result"]["taskId"]
+    replies = {}
+    for method in ("tasks/get", "tasks/cancel", "tasks/update"):
+        params = {"taskId": task_id, **({"inputResponses": {}} if method == "tasks/update" else {})}
+        replies[method] = await server.raw(method, params, name="0" * 32, capabilities=DECLARED)
+    _, absent = await server.raw("tasks/get", {"taskId": task_id}, capabilities=DECLARED)
+
+    for method, (response, body) in replies.items():
+        assert (response.status_code, body["error"]["code"]) == (400, -32020), method
+    assert absent["result"]["taskId"] == task_id, "FastMCP 4.1 sends no Mcp-Name on tasks/*"
+
+
+async def test_task_answers_carry_exactly_the_extension_fields(server: Any, legacy_engine: Any) -> None:
+    """The conformance suite's fixture-bound task checks (its ``slow_compute`` tool), run on
+    ``commit_import``: flat envelopes, integer ``ttlMs``/``pollIntervalMs`` and no v1 names, no
+    ``requestState`` (not even after the MRTR round), bare ``{resultType: complete}`` acks, an
+    idempotent cancel of a finished task, and a legacy ``task`` hint that promotes nothing."""
+    handle = await stage(server, 3)
+    asked = (await commit(server, handle, capabilities=WITH_FORMS))["result"]
+    answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+    created = (
+        await commit(
+            server, handle, capabilities=WITH_FORMS, inputResponses=answer, requestState=asked["requestState"]
+        )
+    )["result"]
+    seen = (await task_call(server, "tasks/get", created["taskId"]))["result"]
+    done = await until_terminal(server, created["taskId"])
+    cancel_done = (await task_call(server, "tasks/cancel", created["taskId"]))["result"]
+    v1_hint = {"ttl": 60000, "pollInterval": 100}
+    _, hinted = await server.raw(
+        "tools/call",
+        {"name": "get_import_status", "arguments": {"handle": handle}, "task": v1_hint},
+        name="get_import_status",
+        capabilities=DECLARED,
+    )
+
+    legacy = {"ttl", "pollInterval", "requestState", "task", "inputRequests", "result", "error"}
+    assert created["resultType"] == "task" and not legacy & created.keys(), created
+    assert isinstance(created["ttlMs"], int) and isinstance(created["pollIntervalMs"], int)
+    assert not {"ttl", "pollInterval", "requestState"} & (seen.keys() | done.keys())
+    if seen["status"] == "working":
+        assert not {"result", "error"} & seen.keys(), "a working task inlines nothing"
+    assert "io.modelcontextprotocol/related-task" not in (done["result"].get("_meta") or {})
+    assert cancel_done["resultType"] == "complete" and not {"taskId", "status", "result"} & cancel_done.keys()
+    assert hinted["result"].get("resultType", "complete") == "complete" and "taskId" not in hinted["result"]
+    assert hinted["result"]["structuredContent"]["status"] == "committed"
+    assert len(legacy_engine.committed_batches()) == 1

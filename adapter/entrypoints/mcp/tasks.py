@@ -22,6 +22,10 @@ acknowledged (a commit never asks for input once it is a task). There is no ``ta
 ``tasks/result`` in this revision: -32601, as for any unknown method. Task notifications go out on
 ``subscriptions/listen`` with ``taskIds`` (``listen.py``).
 
+Over HTTP, ``Mcp-Name`` on ``tasks/*`` names the task (the extension's routing header). The SDK
+checks it only for the core name-bearing methods, so :func:`check_routing_header` does it here: a
+header naming another task is refused as the SDK refuses a mismatched tool name (-32020, HTTP 400).
+
 Built on the SDK's extension seams: an :class:`~mcp.server.extension.Extension` whose
 ``methods()`` serve ``tasks/*`` and whose ``intercept_tool_call`` turns the commit into a task.
 """
@@ -37,7 +41,9 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import (
+    HEADER_MISMATCH,
     CallToolRequestParams,
     EmptyResult,
     Notification,
@@ -46,6 +52,7 @@ from mcp_types import (
     Result,
 )
 from pydantic import Field
+from starlette.requests import Request
 
 from adapter.domain.errors import OperationNotFound
 from adapter.domain.identity import Principal
@@ -57,6 +64,7 @@ __all__ = [
     "CreateTaskResult",
     "TaskNotification",
     "TasksExtension",
+    "check_routing_header",
     "declares_tasks",
     "task_fields",
 ]
@@ -130,6 +138,21 @@ def declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
         return False
     capabilities = ctx.session.client_capabilities
     return bool(capabilities and capabilities.extensions and TASKS in capabilities.extensions)
+
+
+def check_routing_header(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+    """Refuse a ``tasks/*`` request whose ``Mcp-Name`` header names another task (-32020).
+
+    An intermediary routes (or authorizes) on the header; a body about another task would slip
+    past it. An absent header is served: FastMCP 4.1 (``fastmcp-tasks``) sends none on ``tasks/*``,
+    and no worker here needs the routing (any of them answers from the store).
+    """
+    request = ctx.request
+    if not isinstance(request, Request):  # stdio: no headers
+        return
+    value = request.headers.get(MCP_NAME_HEADER)
+    if value is not None and decode_header_value(value) != task_id:
+        raise MCPError(HEADER_MISMATCH, f"{MCP_NAME_HEADER} header does not match the body's 'taskId'")
 
 
 def _iso(moment: datetime) -> str:
@@ -224,6 +247,7 @@ class TasksExtension(Extension):
         return task_fields(state, self.ttl_ms, self._tool_result)
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
+        check_routing_header(ctx, params.task_id)
         require_client_extension(ctx, TASKS)
         fields = await self.detailed(self._principal(), params.task_id)
         if fields is None:
@@ -232,6 +256,7 @@ class TasksExtension(Extension):
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> EmptyResult:
         """A commit task never waits for input: answers for keys never issued are ignored (the spec)."""
+        check_routing_header(ctx, params.task_id)
         require_client_extension(ctx, TASKS)
         if await self.detailed(self._principal(), params.task_id) is None:
             raise _unknown()
@@ -240,6 +265,7 @@ class TasksExtension(Extension):
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> EmptyResult:
         """Acknowledged once the stop is recorded; the task ends ``cancelled`` if it stopped before
         COMMIT, else as the commit really ended (cooperative, as the extension says)."""
+        check_routing_header(ctx, params.task_id)
         require_client_extension(ctx, TASKS)
         try:
             await self._run(self._service.cancel_commit, self._principal(), params.task_id)
