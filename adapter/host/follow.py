@@ -127,13 +127,14 @@ class Follower:
         if not ((task and call.state is CallState.RUNNING) or (call.status_action is not None and open_)):
             return call
         deadline = anyio.current_time() + deadline_seconds if deadline_seconds is not None else None
-        asked = [0]
+        asked = [0]  # a counter that survives the scope's cancellation
+        by_task = task and call.state is CallState.RUNNING  # else the status tool (an unknown outcome too)
         with stop.scope(deadline) as scope:
-            if task and call.state is CallState.RUNNING:
+            if by_task:
                 await self._task(principal, call, rule, asked)
             else:
                 await self._operation(principal, call, asked)
-        kind = "tasks/get" if task else "status tool"
+        kind = "tasks/get" if by_task else "status tool"
         if not call.finished and scope.cancelled_caught:
             why = stop.reason if stop.requested else "the follow deadline passed"
             call.move(call.state, f"{why}; still {call.state.value} on the server, not followed further")
@@ -220,7 +221,7 @@ class Follower:
             else:
                 settle_result(call, rule, self._inlined(call, task.result))
         elif task.status == "cancelled":
-            call.move(CallState.CANCELLED, f"task cancelled: {message or 'stopped on the server'}")
+            call.move(CallState.CANCELLED, f"task cancelled: {message[:120] or 'stopped on the server'}")
         elif task.status == "failed":
             error = task.error or {}
             call.error = str(error.get("message") or message or "the task failed")[:300]

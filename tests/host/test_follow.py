@@ -46,8 +46,8 @@ ALICE = Principal("alice", "acme")
 TASKS = "io.modelcontextprotocol/tasks"
 WAIT = 1.5  # the server's wait budget (ADAPTER_COMMIT_WAIT_SECONDS) in these tests
 LATENCY_MS = 50  # per legacy command: a commit of N records takes about N * 50 ms
-RECORDS = 80  # about 4 s of commit: longer than the host's request timeout below
-TIMEOUT = 2.5  # the host's request timeout for this server (ServerSpec.timeout_seconds)
+RECORDS = 100  # about 5 s of commit: longer than the host's request timeout below
+TIMEOUT = 3.0  # the host's request timeout for this server (ServerSpec.timeout_seconds)
 
 
 @dataclass
