@@ -8,7 +8,13 @@ replayed commit, the resource list, an abort that compensates, and a lost reply 
 as ``outcome_unknown`` and then resolved through the status tool (the host kit's status action, never
 a resend). Then seed 001's walkthrough (``demo_seed``): a second server process on the same database,
 two overlapping commits whose progress stays apart, a client cache hit and a forced refresh; and no
-``Mcp-Session-Id`` in any HTTP exchange of either server. It exits non-zero if a step does not hold.
+``Mcp-Session-Id`` in any HTTP exchange of either server. Last (step 14), a long commit lands
+through a host with a short request timeout (5 s, as openai-agents has): with the simulator slowed
+down the commit takes longer than that, the server answers ``in_progress`` after its 4 s wait
+budget, and the host kit follows it (``get_operation_status`` long-polled) until it reports
+committed with exactly one legacy batch; then the same through a host that opts in to the Tasks
+extension, which gets a task and follows it with ``tasks/get``. It exits non-zero if a step does
+not hold.
 Tool calls and resource reads go through the host kit; step 1 (the discovery cache hints) and the
 seed walkthrough (steps 11-13: session headers, the SDK's own cache) use the SDK client directly,
 because what they show is the wire itself.
@@ -100,6 +106,53 @@ async def accept(ctx: Any, params: Any) -> ElicitResult:
 async def decline(ctx: Any, params: Any) -> ElicitResult:
     print(f"   [user is asked] {params.message} -> no")
     return ElicitResult(action="decline")
+
+
+def plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+LONG_RECORDS = 200
+LONG_LATENCY_MS = 30  # per legacy command: about 6 s of commit, past the host's 5 s timeout
+
+
+async def long_commits(url: str, legacy: LegacyClient, alice: str) -> None:
+    """Step 14: a commit longer than the host's request timeout lands, followed by the host kit."""
+    call = HostCaller(url, {alice: "alice"})
+    print("14. a commit longer than the host's 5 s request timeout lands: followed, never failed")
+    try:
+        for tasks in (False, True):
+            handle = (await call(url, alice, "begin_import", {"target": "customers"}))["handle"]
+            rows = [{"customer_id": i, "name": f"Customer {i}"} for i in range(LONG_RECORDS)]
+            await call(url, alice, "add_records", {"handle": handle, "records": rows})
+            legacy.faults(latency_ms=LONG_LATENCY_MS)
+            try:
+                followed = await call.commit_and_follow(url, alice, handle, tasks=tasks)
+            finally:
+                legacy.faults(latency_ms=0)
+            done = followed.call
+            how = "tasks/get" if tasks else "get_operation_status(wait_seconds=4)"
+            kind = "with tasks declared" if tasks else "plain"
+            check(
+                followed.first is CallState.RUNNING and followed.answered_after < 5.0,
+                f"{kind}: commit_import answered {followed.first_answer} after "
+                f"{followed.answered_after:.1f} s, inside the 5 s timeout: running, not failed",
+            )
+            result = done.structured if isinstance(done.structured, dict) else {}
+            operation = result.get("operation_id") if tasks else done.operation_id
+            landed = result.get("status") == "committed" if tasks else done.server_status == "succeeded"
+            check(
+                done.state is CallState.COMPLETED and landed,
+                f"followed with {how} ({followed.questions} {plural(followed.questions, 'request')}): "
+                f"committed after {followed.seconds:.1f} s",
+            )
+            batches = legacy.status(f"adp-{operation}")["batches"]
+            check(
+                len(batches) == 1 and batches[0]["record_count"] == LONG_RECORDS,
+                f"exactly one legacy batch with all {LONG_RECORDS} records",
+            )
+    finally:
+        await call.aclose()
 
 
 async def scenarios(url: str, legacy: LegacyClient, alice: str, bob: str, total: int) -> None:
@@ -253,6 +306,7 @@ def run_demo(records: int = 1200) -> int:
                 async with second_server_process(env) as second:
                     print(f"a second server process at {second}, on the same database")
                     await seed_walkthrough((url, second), alice, check, simulator)
+                await long_commits(url, simulator, alice)
             [seen] = watches
             check(
                 seen.requests > 0 and seen.session_headers == 0,

@@ -5,12 +5,17 @@ host's work: qualified names, consent before each effectful call (printed and gr
 idempotency key, question rounds answered by the step's callback, the call lifecycle, audit, an
 unknown outcome offered as a status action, and resource lists and reads through the kit's cache.
 Two hosts: one that can render questions (and so declares elicitation) and one that cannot, as a
-real application would be built one way or the other.
+real application would be built one way or the other. ``commit_and_follow`` is a third kind of host:
+one with a short request timeout (5 s, as openai-agents has) that follows a commit the server still
+runs (``in_progress``, or a task where it opts in to the Tasks extension) to its outcome.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_types import ElicitResult, ListResourcesResult, ReadResourceResult
@@ -28,10 +33,12 @@ from adapter.host import (
     ServerRule,
     ServerSpec,
     TransportDecision,
+    adapter_abort,
+    adapter_running,
     adapter_unknown,
 )
 
-__all__ = ["HostCaller"]
+__all__ = ["Followed", "HostCaller"]
 
 SERVER = "adapter"
 DEMO_TRANSPORT = TransportDecision(
@@ -49,6 +56,33 @@ async def _consent(request: ConsentRequest) -> bool:
     return True
 
 
+def _rule(principals: set[str]) -> ServerRule:
+    return ServerRule(
+        principals=principals,
+        consent_parameters={
+            "commit_import": ("handle",),
+            "abort_import": ("handle",),
+            "add_records": ("handle",),
+        },
+        status=OperationStatus(wait_seconds=4),
+        unknown_when=adapter_unknown,
+        running_when=adapter_running,
+        stop_with=adapter_abort,
+    )
+
+
+@dataclass(frozen=True)
+class Followed:
+    """A commit the host followed: its first answer (state, after how long) and how it ended."""
+
+    first: CallState
+    first_answer: str  # "in_progress (n of N records sent)" or "a task"
+    answered_after: float
+    call: Call
+    questions: int
+    seconds: float
+
+
 class HostCaller:
     """``await caller(url, token, tool, args, elicitation_callback=..., progress_callback=...)``."""
 
@@ -61,20 +95,7 @@ class HostCaller:
         self._hosts = {
             asks: Host(
                 [ServerSpec(SERVER, url, credentials, transport=DEMO_TRANSPORT)],
-                Policy(
-                    {
-                        SERVER: ServerRule(
-                            principals={p.id for p in credentials},
-                            consent_parameters={
-                                "commit_import": ("handle",),
-                                "abort_import": ("handle",),
-                                "add_records": ("handle",),
-                            },
-                            status=OperationStatus(),
-                            unknown_when=adapter_unknown,
-                        )
-                    }
-                ),
+                Policy({SERVER: _rule({p.id for p in credentials})}),
                 consent=_consent,
                 elicitation=self._render if asks else None,
                 audit=self.audit,
@@ -118,6 +139,45 @@ class HostCaller:
     async def resolve(self, token: str, call: Call) -> Call:
         """The status action for an unknown outcome: ask the server, never resend."""
         return await self._hosts[False].resolve(self._principals[token], call)
+
+    async def commit_and_follow(
+        self, url: str, token: str, handle: str, *, tasks: bool, timeout_seconds: float = 5.0
+    ) -> Followed:
+        """``commit_import`` through a host whose requests time out after ``timeout_seconds``,
+        then followed (``get_operation_status`` long-polled, or ``tasks/get``) to the outcome."""
+        principal = self._principals[token]
+        spec = ServerSpec(
+            SERVER,
+            url,
+            {principal: token},
+            transport=DEMO_TRANSPORT,
+            timeout_seconds=timeout_seconds,
+            tasks=tasks,
+        )
+        policy = Policy({SERVER: _rule({principal.id})})
+        async with Host([spec], policy, consent=_consent, audit=self.audit) as host:
+            await host.discover(principal)
+            started = time.monotonic()
+            commit = host.start(principal, f"{SERVER}.commit_import", {"handle": handle})
+            call = await commit.wait()
+            first, answered_after = call.state, time.monotonic() - started
+            kind = call.follow_up.kind if call.follow_up is not None else "none"
+            first_result = call.structured if isinstance(call.structured, dict) else {}
+            answer = "a task" if kind == "task" else str(first_result.get("status", kind))
+            if first_result.get("records_sent") is not None:
+                answer += (
+                    f" ({first_result['records_sent']} of {first_result.get('record_count')} records sent)"
+                )
+            done = await commit.follow(deadline_seconds=120)
+        followed = re.search(r"followed \([^,]+, (\d+) questions\)", self.audit.events[-1].detail)
+        return Followed(
+            first,
+            answer,
+            answered_after,
+            done,
+            int(followed.group(1)) if followed else 0,
+            time.monotonic() - started,
+        )
 
     async def aclose(self) -> None:
         for host in self._hosts.values():

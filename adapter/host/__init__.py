@@ -40,6 +40,7 @@ from adapter.host.policy import (
     StatusResolver,
     StatusVerdict,
     Trust,
+    adapter_abort,
     adapter_running,
     adapter_unknown,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "WireGuard",
     "WireJournal",
     "WireRecord",
+    "adapter_abort",
     "adapter_running",
     "adapter_unknown",
     "contract_fingerprint",

@@ -3,9 +3,11 @@
 A call goes: resolve the qualified name (registry), check policy and credentials, classify risk and
 make the idempotency key; for an effect, read the tool list again on the connection and compare the
 tool's contract with the approved one, then ask (or find a pre-approval); send; answer input rounds;
-then settle: a result (completed; or, when the host cannot use it, ``outcome_unknown`` for an effect),
-a server error (failed), nothing sent (failed), no answer or a cancel after sending (an effect's
-outcome is unknown, with a status action). Nothing here resends an effectful call.
+then settle (:mod:`adapter.host.settle`): a result (completed; running when the server is still
+working on it, an ``in_progress`` answer or a task; or, when the host cannot use it,
+``outcome_unknown`` for an effect), a server error (failed), nothing sent (failed), no answer or a
+cancel after sending (an effect's outcome is unknown, with a status action). Nothing here resends
+an effectful call; following what is still running is :mod:`adapter.host.follow`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp_types import (
     UNSUPPORTED_PROTOCOL_VERSION,
-    CallToolResult,
     ElicitRequest,
     InputRequiredResult,
     InputResponse,
@@ -25,7 +26,6 @@ from mcp_types import (
 
 from adapter.host.audit import TraceContext
 from adapter.host.builder import (
-    ReadResult,
     all_tools,
     consent_request,
     idempotency_key,
@@ -37,10 +37,12 @@ from adapter.host.builder import (
 from adapter.host.connection import Connection, Principal
 from adapter.host.consent import ConsentCallback
 from adapter.host.elicit import answer
-from adapter.host.errors import HostError, PolicyDenied, ServerFailed, UnknownCapability, unwrap
-from adapter.host.lifecycle import Call, CallState, FollowUp, StatusAction
+from adapter.host.errors import PolicyDenied, ServerFailed, UnknownCapability, unwrap
+from adapter.host.follow import Follower
+from adapter.host.lifecycle import Call, CallState
 from adapter.host.policy import Risk, ServerRule, Trust
 from adapter.host.registry import Entry, fingerprint
+from adapter.host.settle import no_answer, settle_result, unusable
 from adapter.host.wire import WireRecord
 
 if TYPE_CHECKING:
@@ -92,14 +94,11 @@ def _note_request(call: Call, record: WireRecord | None) -> None:
         call.request_ids.append(record.rpc_id)
 
 
-def _blocks(result: CallToolResult) -> list[dict[str, Any]]:
-    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
-
-
 class CallRunner:
     def __init__(self, host: Host, consent: ConsentCallback) -> None:
         self.host = host
         self._consent = consent
+        self.follower = Follower(host)  # after the answer: status questions, long-polls, tasks
 
     # --- before sending -------------------------------------------------------------------------
 
@@ -267,9 +266,9 @@ class CallRunner:
                     return
                 state = read.questions.request_state
                 continue
-            self._settle_read(p, read, record)
+            settle_result(call, p.rule, read, tasks_declared=conn.declares_tasks)
             return
-        self._no_answer(p, "too many input rounds")
+        no_answer(p.call, p.rule, "too many input rounds")
 
     async def _answers(
         self, conn: Connection, p: Prepared, result: InputRequiredResult
@@ -296,48 +295,6 @@ class CallRunner:
 
     # --- settling -------------------------------------------------------------------------------
 
-    def _settle_read(self, p: Prepared, read: ReadResult, record: WireRecord | None) -> None:
-        """A result arrived. It is never a failure of the effect: completed, or unknown when unusable."""
-        call, rule = p.call, p.rule
-        if read.result is None:
-            call.result_problem = read.problem
-            other = read.other or {}
-            if other.get("resultType") == "task" and other.get("taskId"):
-                call.follow_up = FollowUp("task", str(other["taskId"]))
-            self._unusable(p, read.problem or "an unusable result")
-            return
-        result = read.result
-        call.content, call.structured = _blocks(result), result.structured_content
-        structured = result.structured_content
-        texts = [block.get("text", block) for block in call.content]
-        call.result = structured if structured not in (None, {}) else texts
-        if result.is_error:
-            call.error = " ".join(str(b.get("text", "")) for b in call.content)[:300]
-            call.move(CallState.FAILED, "the server returned an error result")
-            return
-        if read.problem is not None:
-            call.result_problem = read.problem
-            self._unusable(p, read.problem)
-            return
-        if isinstance(structured, dict) and rule.running_when is not None and rule.running_when(structured):
-            call.operation_id = str(structured.get("operation_id"))
-            call.follow_up = FollowUp("operation", call.operation_id)
-            call.move(CallState.RUNNING, "the server is still working on it (in_progress)")
-            self._offer_status(p)
-            return
-        if isinstance(structured, dict) and rule.unknown_when is not None and rule.unknown_when(structured):
-            call.operation_id = structured.get("operation_id")
-            self._no_answer(p, "the server could not observe the outcome")
-            return
-        call.move(CallState.COMPLETED, "result received")
-
-    def _unusable(self, p: Prepared, why: str) -> None:
-        if p.call.effectful:
-            self._no_answer(p, f"a result the host cannot use ({why})")
-        else:
-            p.call.error = why
-            p.call.move(CallState.FAILED, f"a result the host cannot use ({why})")
-
     def _settle_exception(self, p: Prepared, record: WireRecord | None, exc: BaseException) -> None:
         call = p.call
         if record is not None and record.error_code == UNSUPPORTED_PROTOCOL_VERSION:
@@ -348,7 +305,7 @@ class CallRunner:
         elif record is not None and record.rejected:
             call.error = f"response rejected: {record.rejected}"
             if call.effectful and record.sent:
-                self._no_answer(p, call.error)
+                no_answer(p.call, p.rule, call.error)
             else:
                 call.move(CallState.FAILED, call.error)
         elif (record is None or not record.sent) and (record is not None or unreachable(exc)):
@@ -359,73 +316,15 @@ class CallRunner:
             call.error = str(exc)[:300]  # a JSON-RPC error from the server: it refused the request
             call.move(CallState.FAILED, "the server answered with an error")
         elif record is not None and record.answered:
-            self._unusable(p, f"an answer the SDK could not read ({type(exc).__name__})")
+            unusable(p.call, p.rule, f"an answer the SDK could not read ({type(exc).__name__})")
         else:
-            self._no_answer(p, "the response was lost")
+            no_answer(p.call, p.rule, "the response was lost")
 
     def _abandoned(self, p: Prepared, record: WireRecord | None) -> None:
         """The request was cancelled (deadline or the user): harmless for a read, unknown for an effect."""
         call = p.call
         why = p.cancel.reason if p.cancel.requested else "the deadline passed; the request was cancelled"
         if call.effectful and record is not None and record.sent:
-            self._no_answer(p, why + " after it was sent")
+            no_answer(p.call, p.rule, why + " after it was sent")
         else:
             call.move(CallState.CANCELLED, why)
-
-    def _no_answer(self, p: Prepared, why: str) -> None:
-        """Sent but not answered: the outcome is unknown; offer the server's status tool, never a resend."""
-        p.call.move(CallState.OUTCOME_UNKNOWN, why)
-        self._offer_status(p)
-
-    def _offer_status(self, p: Prepared) -> None:
-        """Only an action that can work is offered: without a key or operation id to ask by, the call
-        has no action and the application decides (e.g. reads the resource)."""
-        call, rule = p.call, p.rule
-        if not call.effectful or rule.status is None:
-            return
-        arguments = rule.status.arguments(call.idempotency_key, call.operation_id)
-        if arguments is not None:
-            call.status_action = StatusAction(
-                call.server, rule.status.tool, arguments, f"Ask {call.server} whether {call.tool} took effect"
-            )
-
-    # --- after: the server's word on an unknown outcome -------------------------------------------
-
-    async def resolve(self, principal: Principal, call: Call) -> Call:
-        host = self.host
-        action = call.status_action
-        if action is None or call.state not in (CallState.OUTCOME_UNKNOWN, CallState.RUNNING):
-            raise HostError(f"call {call.call_id} has no status action")
-        if (principal.id, principal.tenant) != (call.principal, call.tenant):
-            raise PolicyDenied("only the caller may check a call's status")
-        resolver = host.policy.check_server(principal, call.server).status
-        assert resolver is not None
-        _, traceparent = TraceContext(call.trace_id).child()
-        async with host.connect(call.server, principal) as conn:
-            raw = await send_call(
-                conn,
-                action.tool,
-                action.arguments,
-                progress=None,
-                responses=None,
-                state=None,
-                meta=trace_meta(traceparent),
-            )
-        result = CallToolResult.model_validate(raw)
-        waiting = call.state
-        if result.is_error or not isinstance(result.structured_content, dict):
-            call.server_status = "not_found" if result.is_error else "unreadable"
-            call.move(waiting, f"status tool: {call.server_status}")
-        else:
-            verdict = resolver.verdict(result.structured_content)
-            call.server_status, call.operation_id = verdict.server_status, verdict.operation_id
-            if verdict.applied is True:
-                call.move(CallState.COMPLETED, f"status tool: {verdict.server_status}")
-            elif verdict.applied is False:
-                call.move(CallState.FAILED, f"status tool: {verdict.server_status}")
-            else:
-                call.move(waiting, f"status tool: still {verdict.server_status}")
-        if call.finished:
-            call.status_action = None
-        host.audit_call(call, detail="status resolution")
-        return call

@@ -26,6 +26,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from adapter.host.era import Era, Evidence, Learnt, classify, discover_evidence
 from adapter.host.errors import PolicyDenied, ServerFailed
+from adapter.host.tasks import TASKS, advertises_tasks, task_extensions
 from adapter.host.wire import WireGuard, WireJournal, WireRecord
 
 if TYPE_CHECKING:
@@ -104,7 +105,12 @@ class ServerSpec:
     child's ``token_env``) and nowhere else. ``server_name`` is the ``serverInfo`` name its responses
     must carry (None: pinned by the first discovery). ``require_era`` refuses a server of the other
     era instead of falling back. ``wrap_transport`` lets a test or a proxy sit between the wire guard
-    and the network.
+    and the network. ``tasks``: declare the Tasks extension (``io.modelcontextprotocol/tasks``) on
+    requests to this server when its discover advertises it, so a long call may answer with a task
+    that the host follows with ``tasks/get`` (:mod:`adapter.host.tasks`). Off by default: a task
+    answers at once, so even a short commit then takes a ``tasks/get`` round (the server's
+    ``pollIntervalMs``) to settle, where without it the server waits a few seconds and answers the
+    result, or ``in_progress`` for a long one, which the host follows all the same.
     """
 
     id: str
@@ -117,6 +123,7 @@ class ServerSpec:
     stdio: StdioServer | None = None
     require_era: Era | None = None
     learnt: Learnt | None = field(default=None, init=False)
+    tasks: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.id or "." in self.id:
@@ -183,6 +190,11 @@ class Connection:
     def legacy(self) -> bool:
         return self.spec.era == "legacy"
 
+    @property
+    def declares_tasks(self) -> bool:
+        """Whether this connection's requests declare the Tasks extension."""
+        return any(extension.identifier == TASKS for extension in self.client.extensions or ())
+
 
 @asynccontextmanager
 async def connect(
@@ -234,6 +246,7 @@ def _client(
     mode = learnt.version if era == "modern" and learnt is not None else "legacy"
     if era == "modern" and learnt is None:
         mode = LATEST_MODERN_VERSION
+    discover = learnt.discover if learnt is not None and era == "modern" else None
     return Client(
         streamable_http_client(spec.url, http_client=http),
         mode=mode,
@@ -242,6 +255,7 @@ def _client(
         cache=None,  # the host's own cache: keyed by principal and re-checked against policy
         read_timeout_seconds=spec.timeout_seconds,
         client_info=CLIENT_INFO,
+        extensions=task_extensions(spec.tasks, discover),
     )
 
 
@@ -272,6 +286,7 @@ async def _detect(
 
     Failures are raised outside the SDK's client context (inside it, its task group wraps them)."""
     failure: ServerFailed | None = None
+    declaring: Learnt | None = None  # learnt modern, with the Tasks extension to declare
     if spec.require_era != "legacy":
         async with _client(spec, http, "modern", None, elicitation) as client:
             evidence, result, exc = await probe(client, journal)
@@ -282,10 +297,18 @@ async def _detect(
                     client.session.adopt(result)
                     spec.adopt(learnt)
                     journal.expected_server = spec.server_name
-                    yield client
-                    return
+                    if not (spec.tasks and advertises_tasks(result)):
+                        yield client
+                        return
+                    declaring = learnt
             elif evidence is not Evidence.LEGACY:
                 failure = failure_of(spec, evidence, exc)
+    if declaring is not None:
+        # The probe declared no extension (the server's offer was not known yet); a client built
+        # from what it learnt declares the Tasks extension, with no request of its own.
+        async with _client(spec, http, "modern", declaring, elicitation) as client:
+            yield client
+        return
     if failure is None and spec.require_era == "modern":
         failure = ServerFailed("era", f"{spec.id}: speaks only the handshake era; the 2026 era is required")
     if failure is not None:

@@ -8,8 +8,11 @@ handshake era and stdio the SDK sends ``notifications/cancelled``). A read cance
 ends ``cancelled``; an effect cancelled after sending may still have happened, so it ends
 ``outcome_unknown`` with its status action. Either way one audit event records it.
 
-Following work the server is still doing (a result with status ``in_progress`` and an operation id,
-or a task) plugs in at :meth:`CallHandle.follow`; today it asks the server's status tool once.
+Work the server still does after it answered (a result with status ``in_progress`` and an
+operation id, or a task) leaves the call ``running``; :meth:`CallHandle.follow` follows it to its
+outcome (:mod:`adapter.host.follow`: a long-poll of the status tool, or ``tasks/get``). A
+``cancel()`` after such an answer sends ``tasks/cancel`` for a task; for an operation it stops the
+following and leaves the server's own stop to the application (``call.stop_action``). Audited.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from adapter.host.calls import Canceller
 from adapter.host.lifecycle import Call, CallState
 
 if TYPE_CHECKING:
@@ -30,6 +34,8 @@ class CallHandle:
         self._runner = runner
         self._prepared = prepared
         self._task = task
+        self._following: Canceller | None = None
+        self._stopping: asyncio.Task[None] | None = None
 
     @classmethod
     def start(
@@ -57,20 +63,39 @@ class CallHandle:
 
     def cancel(self, reason: str = "cancelled by the user") -> None:
         """Stop the call; the settled state says what that meant (see the module docstring)."""
-        self._prepared.cancel.cancel(reason)
+        call = self._prepared.call
+        if not self._task.done():
+            self._prepared.cancel.cancel(reason)
+            return
+        if call.finished or (self._stopping is not None and not self._stopping.done()):
+            return
+        follow_up = call.follow_up
+        if follow_up is not None and follow_up.kind == "task" and call.state is CallState.RUNNING:
+            follower = self._runner.follower
+            self._stopping = asyncio.create_task(follower.cancel_task(self._prepared.principal, call, reason))
+            return
+        if self._following is not None:
+            self._following.cancel(reason)
+        self._runner.follower.stop_following(call, reason)
 
     async def wait(self) -> Call:
         """The settled call (exceptions of the call flow, such as a changed contract, are raised here)."""
         return await self._task
 
-    async def follow(self) -> Call:
-        """Settle work the server reported as still running or unknown, by its status action.
+    async def follow(self, *, deadline_seconds: float | None = None) -> Call:
+        """Follow work the server is still doing (or an unknown outcome) to its outcome.
 
-        This is the seam for following a long operation to its outcome: today one status
-        resolution; long-polling ``get_operation_status`` or ``tasks/get`` replaces it here.
+        Returns when the call settled, when ``deadline_seconds`` passed (the call is still
+        ``running`` or ``outcome_unknown`` then, and can be followed again), or when ``cancel()``
+        stopped following an operation. A call with nothing to follow is returned as it is.
         """
         call = await self.wait()
-        if call.status_action is not None and call.state in (CallState.RUNNING, CallState.OUTCOME_UNKNOWN):
-            principal = self._prepared.principal
-            return await self._runner.resolve(principal, call)
-        return call
+        if self._stopping is not None:
+            await self._stopping
+        self._following = Canceller()
+        try:
+            return await self._runner.follower.follow(
+                self._prepared.principal, call, self._following, deadline_seconds
+            )
+        finally:
+            self._following = None

@@ -20,7 +20,7 @@ from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_a
 from adapter.host.audit import AuditEvent, AuditLog, TraceContext
 from adapter.host.builder import all_tools, list_resources_page, read_resource_once, unreachable
 from adapter.host.cache import ResultCache
-from adapter.host.calls import CallRunner, ProgressCallback
+from adapter.host.calls import CallRunner, Canceller, ProgressCallback
 from adapter.host.connection import Connection, Principal, ServerSpec, connect, last_record
 from adapter.host.consent import ConsentCallback, PreApprovals
 from adapter.host.discovery import DiscoveryReport, ServerFailure, failure_from
@@ -301,7 +301,15 @@ class Host:
 
     async def resolve(self, principal: Principal, call: Call) -> Call:
         """Run the call's status action once and move the call by the server's verdict."""
-        return await self._calls.resolve(principal, call)
+        return await self._calls.follower.resolve(principal, call)
+
+    async def follow(
+        self, principal: Principal, call: Call, *, deadline_seconds: float | None = None
+    ) -> Call:
+        """Follow a ``running`` call (or an unknown outcome) to its outcome (:mod:`adapter.host.follow`):
+        the status tool, long-polled, or ``tasks/get``; until it settles or ``deadline_seconds`` pass.
+        ``CallHandle.follow`` is the same for a started call, with ``cancel()`` to stop it."""
+        return await self._calls.follower.follow(principal, call, Canceller(), deadline_seconds)
 
     # --- lists and reads (cached) ------------------------------------------------------------
 

@@ -40,8 +40,9 @@ _TRANSITIONS: dict[CallState, frozenset[CallState]] = {
         {_S.RUNNING, _S.INPUT_REQUIRED, _S.COMPLETED, _S.FAILED, _S.OUTCOME_UNKNOWN, _S.CANCELLED}
     ),
     _S.INPUT_REQUIRED: frozenset({_S.SENT, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
-    # Only the server's status tool leaves OUTCOME_UNKNOWN; it may also confirm it is still unknown.
-    _S.OUTCOME_UNKNOWN: frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
+    # Only the server's word leaves OUTCOME_UNKNOWN (its status tool, or its task): it may confirm it
+    # is still unknown, or say it is still working on it (a lost in_progress answer: RUNNING).
+    _S.OUTCOME_UNKNOWN: frozenset({_S.RUNNING, _S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.OUTCOME_UNKNOWN}),
     _S.COMPLETED: frozenset(),
     _S.FAILED: frozenset(),
     _S.CANCELLED: frozenset(),
@@ -51,7 +52,12 @@ TERMINAL = frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED})
 
 @dataclass(frozen=True)
 class StatusAction:
-    """What the application may offer the user for an unknown outcome: ask the server, never resend."""
+    """A call the application may offer the user about an effect that is not settled.
+
+    As ``call.status_action``: ask the server how it ended (never resend). As ``call.stop_action``:
+    stop work the server still does (``ServerRule.stop_with``); an effect of its own, to be called
+    through the host like any other (policy, consent, audit).
+    """
 
     server: str
     tool: str
@@ -64,13 +70,15 @@ class FollowUp:
     """Work the server is still doing after it answered: what a later step follows to its outcome.
 
     ``kind`` is ``operation`` (a result with status ``in_progress`` and an ``operation_id``, asked
-    after with the server's status tool) or ``task`` (a ``resultType: task`` answer with a task id).
-    The host records it on the call and offers the status action; following it (long-polling
-    ``get_operation_status``, ``tasks/get``) plugs in at :meth:`adapter.host.CallHandle.follow`.
+    after with the server's status tool, long-polled with ``OperationStatus(wait_seconds=...)``) or
+    ``task`` (a ``resultType: task`` answer with a task id, asked after with ``tasks/get`` every
+    ``poll_interval_ms``, as the server asked). :meth:`adapter.host.CallHandle.follow` and
+    :meth:`adapter.host.Host.follow` follow it to the outcome (:mod:`adapter.host.follow`).
     """
 
     kind: str
     id: str
+    poll_interval_ms: int | None = None
 
 
 @dataclass
@@ -102,6 +110,7 @@ class Call:
     result_problem: str | None = None  # a result arrived that the host could not use, and why
     follow_up: FollowUp | None = None
     consent: str | None = None  # "asked", "pre-approved" or None (no effect)
+    stop_action: StatusAction | None = None  # while running: how the server's work is stopped
 
     def __post_init__(self) -> None:
         self.history.append((self.state, datetime.now(UTC), "planned"))

@@ -26,6 +26,7 @@ __all__ = [
     "StatusResolver",
     "StatusVerdict",
     "Trust",
+    "adapter_abort",
     "adapter_running",
     "adapter_unknown",
 ]
@@ -70,11 +71,18 @@ RETENTION_SECONDS = {
 
 @dataclass(frozen=True)
 class StatusVerdict:
-    """The server's word on an unknown outcome: applied (True), not applied (False) or still unknown."""
+    """The server's word on an unknown outcome: applied (True), not applied (False) or still unknown.
+
+    ``running``: not decided because the server is still working on it (the call is ``running``,
+    not ``outcome_unknown``). ``stopped``: not applied because it was stopped before it took effect
+    (the call ends ``cancelled``, not ``failed``).
+    """
 
     applied: bool | None
     server_status: str
     operation_id: str | None = None
+    running: bool = False
+    stopped: bool = False
 
 
 class StatusResolver(Protocol):
@@ -99,6 +107,10 @@ class ServerRule:
     (``outcome_unknown``), or work it is still doing (``in_progress``, with an operation id to follow).
     ``recheck_contract``: before every effect the tool list is read again on the same connection and
     the tool's contract compared with the approved one (the second check the seed asks for).
+    ``stop_with`` reads a ``running`` result: the tool and arguments that stop that work on the
+    server (``adapter_abort``). The host never runs it by itself, since stopping may be an effect of
+    its own (an abort after COMMIT voids the batch): it is offered as ``call.stop_action``, to be
+    called like any effect (policy, consent, audit).
     """
 
     principals: set[str]
@@ -114,6 +126,9 @@ class ServerRule:
     trust: Trust = Trust.INTERNAL
     recheck_contract: bool = True
     retention: Retention = Retention.STANDARD
+    stop_with: Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None] | None = field(
+        default=None, kw_only=True
+    )
 
 
 @dataclass
@@ -165,18 +180,30 @@ class Policy:
 
 @dataclass(frozen=True)
 class OperationStatus:
-    """The resolver for this kit's server: ``get_operation_status`` by idempotency key or operation id."""
+    """The resolver for this kit's server: ``get_operation_status`` by idempotency key or operation id.
+
+    ``wait_seconds``: ask the server to answer as soon as the status changes, waiting at most that
+    long (the server caps it at its own wait budget, 4 s by default); a status that cannot change
+    by itself is answered at once. Following a long commit (``CallHandle.follow``) is then a
+    long-poll, not a stream of quick questions. Keep it below the server's request timeout.
+    """
 
     tool: str = "get_operation_status"
+    wait_seconds: float | None = None
 
     def arguments(self, idempotency_key: str | None, operation_id: str | None) -> dict[str, Any] | None:
         """By operation id when the server named one, else by the key the host kept; a tool without
         either (``abort_import`` takes no key) cannot be looked up, so it gets no status action."""
+        asked: dict[str, Any]
         if operation_id:
-            return {"operation_id": operation_id}
-        if idempotency_key:
-            return {"idempotency_key": idempotency_key}
-        return None
+            asked = {"operation_id": operation_id}
+        elif idempotency_key:
+            asked = {"idempotency_key": idempotency_key}
+        else:
+            return None
+        if self.wait_seconds:
+            asked["wait_seconds"] = self.wait_seconds
+        return asked
 
     def verdict(self, structured: dict[str, Any]) -> StatusVerdict:
         status = str(structured.get("status"))
@@ -185,7 +212,13 @@ class OperationStatus:
             applied = True
         elif status in ("failed", "cancelled"):
             applied = False
-        return StatusVerdict(applied, status, structured.get("operation_id"))
+        return StatusVerdict(
+            applied,
+            status,
+            structured.get("operation_id"),
+            running=status == "in_progress",
+            stopped=status == "cancelled",
+        )
 
 
 def adapter_unknown(structured: dict[str, Any]) -> bool:
@@ -196,3 +229,11 @@ def adapter_unknown(structured: dict[str, Any]) -> bool:
 def adapter_running(structured: dict[str, Any]) -> bool:
     """This kit's server answers a long commit with status ``in_progress`` and an ``operation_id``."""
     return structured.get("status") == "in_progress" and bool(structured.get("operation_id"))
+
+
+def adapter_abort(structured: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """How this kit's server stops a commit it runs in the background: ``abort_import`` with the
+    import's handle. An abort, not a cancel: before COMMIT nothing lands; after COMMIT the batch
+    that landed is voided (an effect of its own, so the host offers it and never runs it itself)."""
+    handle = structured.get("handle")
+    return ("abort_import", {"handle": handle}) if isinstance(handle, str) and handle else None

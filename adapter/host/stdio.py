@@ -31,6 +31,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from adapter.host.connection import CLIENT_INFO, Connection, Principal, ServerSpec, failure_of, probe
 from adapter.host.era import Era, Evidence, Learnt
 from adapter.host.errors import ServerFailed
+from adapter.host.tasks import advertises_tasks, task_extensions
 from adapter.host.wire import CAPABILITIES_META, PROTOCOL_META, WireJournal, WireRecord, span_of
 
 __all__ = ["StdioPool"]
@@ -141,17 +142,19 @@ async def _open(
                     client.session.adopt(result)
                     spec.adopt(found)
                     journal.expected_server = spec.server_name
-                    yield client, journal
-                    return
+                    if not (spec.tasks and advertises_tasks(result)):
+                        yield client, journal
+                        return
+                    learnt, era = found, "modern"  # a new child whose client declares the extension
             elif evidence is not Evidence.LEGACY:
                 failure = failure_of(spec, evidence, exc)
-        if failure is None and spec.require_era == "modern":
+        if era is None and failure is None and spec.require_era == "modern":
             failure = ServerFailed(
                 "era", f"{spec.id}: speaks only the handshake era; the 2026 era is required"
             )
         if failure is not None:
             raise failure
-        era = "legacy"  # the first request fixed that child's era: a new child for the handshake
+        era = era or "legacy"  # the first request fixed that child's era: a new child for the handshake
     journal = WireJournal(expected_server=spec.server_name)
     modern = learnt if era == "modern" else None
     async with _client(spec, token, journal, era or "legacy", modern, elicitation) as client:
@@ -172,6 +175,7 @@ def _client(
     spec: ServerSpec, token: str, journal: WireJournal, era: Era, learnt: Learnt | None, elicitation: Any
 ) -> Client:
     mode = "legacy" if era == "legacy" else (learnt.version if learnt is not None else LATEST_MODERN_VERSION)
+    discover = learnt.discover if learnt is not None and era == "modern" else None
     return Client(
         _journaled(_params(spec, token), journal),
         mode=mode,
@@ -180,6 +184,7 @@ def _client(
         cache=None,
         read_timeout_seconds=spec.timeout_seconds,
         client_info=CLIENT_INFO,
+        extensions=task_extensions(spec.tasks, discover),
     )
 
 

@@ -84,7 +84,8 @@ class OurServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    async def start(self, ttl_seconds: int = 3600) -> None:
+    async def start(self, ttl_seconds: int = 3600, **settings_: Any) -> None:
+        """Serve it; ``settings_`` override further settings (``commit_wait_seconds=1.0``)."""
         settings = load_settings(
             database_url=self.database,
             legacy_url=f"tcp://{self.legacy[0]}:{self.legacy[1]}",
@@ -93,6 +94,7 @@ class OurServer:
             tokens=str(self.folder / "tokens.json"),
             default_ttl_seconds=ttl_seconds,
             legacy_timeout_seconds=10.0,
+            **settings_,
         )
         self.kit = build(settings)
         config = uvicorn.Config(

@@ -2,9 +2,10 @@
 
 Our server is the real thing for everything it does; this one answers what ours never would: a
 ``structuredContent`` that is a JSON array, one that breaks its output schema, image, audio and
-resource-link blocks, a ``public`` cached list, a chosen discover ``ttlMs``, and a path that
-redirects (same origin) to another endpoint: a gateway routing ``/us`` to ``/eu``. It counts the
-requests it got per method.
+resource-link blocks, a ``public`` cached list, a chosen discover ``ttlMs``, a path that
+redirects (same origin) to another endpoint: a gateway routing ``/us`` to ``/eu``, and tasks that
+end each way the Tasks extension allows (``task_states``: what successive ``tasks/get`` answer;
+an unknown task id gets -32602). It counts the requests it got per method.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class Fake:
     received: Counter[str] = field(default_factory=Counter)
     bumps: list[str] = field(default_factory=list)
     url: str = ""
+    tasks: bool = False  # advertise io.modelcontextprotocol/tasks in server/discover
+    created_task: str = "task_1"  # the task id ``tasked`` answers (only task_1 is known to tasks/*)
+    task_states: list[dict[str, Any]] = field(default_factory=list)  # answered in turn; the last stays
+    task_requests: list[dict[str, Any]] = field(default_factory=list)  # (method, params, Mcp-Name)
 
     @property
     def base(self) -> str:
@@ -68,9 +73,10 @@ class Fake:
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake", "version": "1.0"}},
         }
         if method == "server/discover":
+            extensions = {"io.modelcontextprotocol/tasks": {}} if self.tasks else {}
             result.update(
                 supportedVersions=["2026-07-28"],
-                capabilities={"tools": {}, "resources": {}},
+                capabilities={"tools": {}, "resources": {}, "extensions": extensions},
                 ttlMs=self.discover_ttl_ms,
                 cacheScope="private",
                 instructions=self.instructions,
@@ -83,6 +89,12 @@ class Fake:
             )
         elif method == "tools/call":
             result.update(self.call(params["name"], params.get("arguments") or {}))
+        elif method in ("tasks/get", "tasks/cancel"):
+            if params.get("taskId") != "task_1":
+                raise FakeError(-32602, "Failed to retrieve task: Task not found")
+            if method == "tasks/get":
+                state = self.task_states.pop(0) if len(self.task_states) > 1 else self.task_states[0]
+                result.update({"taskId": "task_1", "ttlMs": 60_000, **state})
         return result
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -109,11 +121,24 @@ class Fake:
         if name == "long":
             return {"content": text, "structuredContent": {"status": "in_progress", "operation_id": "op_1"}}
         if name == "tasked":
-            return {"resultType": "task", "taskId": "task_1", "status": "working"}
+            return {
+                "resultType": "task",
+                "taskId": self.created_task,
+                "status": "working",
+                "pollIntervalMs": 100,
+            }
         if name == "get_operation_status":
             done = {"status": "succeeded", "operation_id": arguments.get("operation_id")}
             return {"content": text, "structuredContent": done}
         return {"content": [{"type": "text", "text": self.said}]}
+
+
+class FakeError(Exception):
+    """Answered as a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 @contextlib.asynccontextmanager
@@ -126,7 +151,18 @@ async def fake_server(fake: Fake | None = None) -> AsyncIterator[Fake]:
         fake.received[method] += 1
         if "id" not in message:
             return Response(status_code=202)
-        body = {"jsonrpc": "2.0", "id": message["id"], "result": fake.answer(method, params)}
+        if method.startswith("tasks/"):
+            fake.task_requests.append(
+                {"method": method, "params": params, "name": request.headers.get("mcp-name")}
+            )
+        try:
+            body = {"jsonrpc": "2.0", "id": message["id"], "result": fake.answer(method, params)}
+        except FakeError as exc:
+            body = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {"code": exc.code, "message": exc.message},
+            }
         return JSONResponse(body)
 
     async def moved(request: Request) -> Response:

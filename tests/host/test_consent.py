@@ -247,6 +247,6 @@ async def test_work_still_running_on_the_server_is_recorded_for_following_not_ca
             done = await handle.follow()
             assert done.state is CallState.COMPLETED and done.server_status == "succeeded"
             tasked = await host.call(ALICE, "fake.tasked", {})
-    assert tasked.state is CallState.OUTCOME_UNKNOWN and tasked.follow_up == FollowUp("task", "task_1")
+    assert tasked.state is CallState.OUTCOME_UNKNOWN and tasked.follow_up == FollowUp("task", "task_1", 100)
     assert tasked.result_problem and "'task'" in tasked.result_problem
     assert [e.outcome for e in host.audit.events] == ["running", "completed", "outcome_unknown"]

@@ -95,3 +95,30 @@ def test_every_test_the_obligations_table_names_exists_and_no_obligation_is_left
         for file, test in named:
             assert test in _tests_in(HERE / file), f"{file}::{test} named in docs/host-kit.md does not exist"
     assert "test_the_federation_matrix" in _tests_in(HERE / "test_matrix.py")
+
+
+async def test_the_long_commit_example_lands_through_a_host_with_a_5_s_timeout(
+    our_servers: dict[str, Any], legacy_engine: Any
+) -> None:
+    alice, eu = Principal("alice", "acme"), our_servers["eu"]
+
+    async def allow(request: Any) -> bool:
+        return True
+
+    namespace = examples()
+    spec = ServerSpec("eu", eu.url, eu.credentials, transport=HTTP_DECISION, timeout_seconds=5)
+    async with Host([spec], Policy({"eu": namespace["following_rule"]()}), consent=allow) as host:
+        await host.discover(alice)
+        begun = await host.call(alice, "eu.begin_import", {"target": "customers"})
+        handle = begun.result["handle"]
+        records = [{"id": i} for i in range(120)]
+        await host.call(alice, "eu.add_records", {"handle": handle, "records": records})
+        legacy_engine.update_faults(latency_ms=50)  # about 6 s of commit: past the server's 4 s wait
+        try:
+            call = await namespace["commit_and_follow"](host, alice, handle)
+        finally:
+            legacy_engine.update_faults(latency_ms=0)
+    assert call.state is CallState.COMPLETED and call.server_status == "succeeded", call.history
+    assert CallState.RUNNING in call.states and CallState.FAILED not in call.states
+    [batch] = legacy_engine.committed_batches()
+    assert batch["record_count"] == 120

@@ -16,6 +16,7 @@ from adapter.host import (
     CallState,
     ConsentRequest,
     Host,
+    OperationStatus,
     Policy,
     Principal,
     ServerRule,
@@ -122,3 +123,31 @@ async def test_a_third_party_stdio_server_gets_each_principals_credential_in_its
         and envs["bob"]["EVERYTHING_TOKEN"] == "bob-secret"
     )
     assert echoed.result == ["Echo: hi"]
+
+
+async def test_over_stdio_a_host_that_opts_in_gets_a_task_and_follows_it_to_the_commit(
+    tmp_path: Path, legacy_address: tuple[str, int], legacy_engine: Any
+) -> None:
+    spec = ServerSpec(
+        "local",
+        stdio=our_stdio(tmp_path, legacy_address),
+        credentials={ALICE: ""},
+        transport=LOCAL,
+        tasks=True,
+    )
+    rule = ServerRule(principals={"alice"}, status=OperationStatus(wait_seconds=1))
+    host = Host([spec], Policy({"local": rule}), consent=allow, audit=AuditLog())
+    async with host:
+        await host.discover(ALICE)
+        begun = await host.call(ALICE, "local.begin_import", {"target": "customers"})
+        handle = begun.result["handle"]
+        rows = [{"id": i} for i in range(5)]
+        await host.call(ALICE, "local.add_records", {"handle": handle, "records": rows})
+        running = await host.call(ALICE, "local.commit_import", {"handle": handle})
+        assert running.state is CallState.RUNNING, running.history
+        assert running.follow_up is not None and running.follow_up.kind == "task"
+        done = await host.follow(ALICE, running, deadline_seconds=30)
+        assert host.stdio.started == 1, "the discover child gave way to one that declares the extension"
+    assert done.state is CallState.COMPLETED and done.structured["status"] == "committed", done.history
+    [batch] = legacy_engine.committed_batches()
+    assert batch["record_count"] == 5

@@ -16,6 +16,7 @@ from adapter.host import (
     CallState,
     CapabilityKey,
     IllegalTransition,
+    OperationStatus,
     Policy,
     PolicyDenied,
     Principal,
@@ -24,6 +25,7 @@ from adapter.host import (
     Risk,
     ServerRule,
     UnknownCapability,
+    adapter_abort,
 )
 
 HOST = Path(__file__).resolve().parents[2] / "adapter" / "host"
@@ -164,3 +166,31 @@ def test_audit_events_carry_no_tokens_arguments_or_results() -> None:
         "tenant",
     }
     json.dumps(log.events[0].as_dict())
+
+
+def test_the_operation_status_long_polls_and_its_verdict_tells_running_stopped_and_unknown_apart() -> None:
+    waiting = OperationStatus(wait_seconds=4)
+    assert waiting.arguments(None, "op_1") == {"operation_id": "op_1", "wait_seconds": 4}
+    assert waiting.arguments(None, None) is None, "nothing to ask by: no action"
+    assert OperationStatus().arguments("k", None) == {"idempotency_key": "k"}
+    seen = {s: waiting.verdict({"status": s}) for s in ("in_progress", "succeeded", "cancelled", "failed")}
+    seen["outcome_unknown"] = waiting.verdict({"status": "outcome_unknown"})
+    assert (seen["in_progress"].applied, seen["in_progress"].running) == (None, True)
+    assert (seen["outcome_unknown"].applied, seen["outcome_unknown"].running) == (None, False)
+    assert seen["succeeded"].applied is True
+    assert (seen["cancelled"].applied, seen["cancelled"].stopped) == (False, True)
+    assert (seen["failed"].applied, seen["failed"].stopped) == (False, False)
+    assert adapter_abort({"status": "in_progress", "handle": "imp_1"}) == (
+        "abort_import",
+        {"handle": "imp_1"},
+    )
+    assert adapter_abort({"status": "in_progress"}) is None
+
+
+def test_only_the_servers_word_moves_an_unknown_outcome_and_it_may_say_still_running() -> None:
+    c = call()
+    c.move(CallState.SENT, "sent")
+    c.move(CallState.OUTCOME_UNKNOWN, "lost")
+    c.move(CallState.RUNNING, "status tool: still in_progress")
+    c.move(CallState.CANCELLED, "status tool: cancelled")
+    assert c.finished and c.states[-3:] == [CallState.OUTCOME_UNKNOWN, CallState.RUNNING, CallState.CANCELLED]
