@@ -11,9 +11,10 @@ person reads must never let that choice pass for the server's own words. Two rul
   quotes and backslashes too, and it is cut at a bounded length. No newline, no reordering, no
   closing quote can come from the caller.
 
-A confirmation is bound to its :class:`CommitSubject`. Staged records are append-only (records are
-only ever added to an open import, all or none, and never changed), so the import id and its
-record count name exactly the staged content the person was shown; the target is part of it too.
+A confirmation is bound to its :class:`CommitSubject`. Staged records are added at the end (all or
+none) or replaced by position (``replace_records``, which moves the import's ``revision``), so the
+import id, its record count and its revision name exactly the staged content the person was shown;
+the target is part of it too.
 
 When a person is to be asked but there is nothing to ask about (the import is committing, committed,
 empty, ...), the commit runs with :data:`NOTHING_CONFIRMED`: it may answer from the record or
@@ -55,17 +56,27 @@ class CommitSubject:
     import_id: str
     target: str
     record_count: int
+    revision: int = 0
+    """How often staged records were replaced (``imports.revision``): a replacement keeps the count."""
 
     def to_state(self) -> dict[str, object]:
-        return {"import_id": self.import_id, "target": self.target, "record_count": self.record_count}
+        return {
+            "import_id": self.import_id,
+            "target": self.target,
+            "record_count": self.record_count,
+            "revision": self.revision,
+        }
 
     @classmethod
     def from_state(cls, data: dict[str, object]) -> CommitSubject:
         """Raises KeyError, TypeError or ValueError for a state that does not hold a subject."""
         import_id, target, count = data["import_id"], data["target"], data["record_count"]
+        revision = data.get("revision", 0)
         if not isinstance(import_id, str) or not isinstance(target, str) or type(count) is not int:
             raise TypeError("not a commit subject")
-        return cls(import_id, target, count)
+        if type(revision) is not int:
+            raise TypeError("not a revision")
+        return cls(import_id, target, count, revision)
 
 
 NOTHING_CONFIRMED = CommitSubject(import_id="", target="", record_count=0)

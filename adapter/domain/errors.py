@@ -43,6 +43,8 @@ it only when the retries run out. A ``LegacyError`` that escapes a use case is s
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AdapterError",
     "CompensationFailed",
@@ -77,9 +79,13 @@ class AdapterError(Exception):
 
     code: str = "internal_error"
     default: str = "internal error"
+    retry_helps: bool = True
+    """Whether the same call again can succeed (a refusal of the request itself cannot)."""
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None) -> None:
         self.message = message if message is not None else self.default
+        self.details = details
+        """Safe-to-show facts a caller can act on (an operation id, which record was refused)."""
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -164,6 +170,7 @@ class LegacyRejected(AdapterError):
 
     code = "legacy_rejected"
     default = "the legacy system refused the batch"
+    retry_helps = False
 
 
 class CompensationFailed(AdapterError):

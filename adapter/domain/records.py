@@ -92,11 +92,14 @@ def _slow(position: int, record: Any) -> bytes:
         raise InvalidRequest(f"record {position} contains a lone surrogate") from None
 
 
-def encode_batch(records: Sequence[Any], limits: Limits) -> EncodedBatch:
+def encode_batch(
+    records: Sequence[Any], limits: Limits, positions: Sequence[int] | None = None
+) -> EncodedBatch:
     """Validate ``records`` and encode each once, in order.
 
     Raises InvalidRequest for a record that is not a JSON object and LimitExceeded for too many
-    records or a record too large. The message names the position, never the content.
+    records or a record too large. The message names the position (``positions[i]`` for the i-th
+    record when given: where it stands in its import), never the content.
     """
     if not isinstance(records, Sequence) or isinstance(records, str | bytes):
         raise InvalidRequest("records must be a list of JSON objects")
@@ -106,7 +109,8 @@ def encode_batch(records: Sequence[Any], limits: Limits) -> EncodedBatch:
         raise LimitExceeded(f"at most {limits.max_records_per_call} records per call, got {len(records)}")
     blobs: list[bytes] = []
     largest = limits.max_record_bytes
-    for position, record in enumerate(records):
+    for index, record in enumerate(records):
+        position = positions[index] if positions is not None else index
         if type(record) is not dict:
             if not isinstance(record, dict):
                 raise InvalidRequest(f"record {position} is not a JSON object")

@@ -57,6 +57,7 @@ class OperationState(StrEnum):
 class OperationKind(StrEnum):
     BEGIN = "begin"
     ADD = "add"
+    REPLACE = "replace"
     COMMIT = "commit"
     ABORT = "abort"
     COMPENSATE = "compensate"

@@ -15,6 +15,7 @@ __all__ = [
     "ImportView",
     "OperationSummary",
     "OperationView",
+    "ReplaceResult",
 ]
 
 
@@ -54,6 +55,19 @@ class CommitResult:
     error: str | None = None
     records_sent: int | None = None
     """While ``in_progress``: how many records the legacy system has taken so far."""
+    refusal: dict[str, Any] | None = None
+    """``failed`` because the system refused, with its reason (``code``, ``message``, ``position``,
+    ``field``: the port's ``Refusal``, which holds no record contents)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceResult:
+    """What ``replace_records`` answers: how many records were replaced, and the import's count."""
+
+    handle: str
+    replaced: int
+    record_count: int
+    replayed: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ class EventKind(StrEnum):
 
     IMPORT_OPENED = "import.opened"
     IMPORT_RECORDS_STAGED = "import.records_staged"
+    IMPORT_RECORDS_REPLACED = "import.records_replaced"
     IMPORT_OPEN = "import.open"
     IMPORT_COMMITTING = "import.committing"
     IMPORT_COMMITTED = "import.committed"

@@ -16,7 +16,15 @@ import anyio.to_thread
 from adapter.domain.confirmation import CommitSubject, Subject
 from adapter.domain.identity import Principal
 from adapter.domain.states import IMPORT_FINAL, OperationState
-from adapter.domain.views import AbortResult, AddResult, BeginResult, CommitResult, ImportView, OperationView
+from adapter.domain.views import (
+    AbortResult,
+    AddResult,
+    BeginResult,
+    CommitResult,
+    ImportView,
+    OperationView,
+    ReplaceResult,
+)
 from adapter.domain.vocabulary import StopRequest
 from adapter.services.abort import abort_import, compensate_import, settle_abort_request
 from adapter.services.commit import CommitOptions, CommitRun, begin_commit, wait_for_run
@@ -31,6 +39,7 @@ from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import CommitState, commit_state, operation_status
 from adapter.services.quotas import CommitSlot, Slots
 from adapter.services.reconcile import Resolution, Resume, reconcile_operation, reconcile_pass
+from adapter.services.repair import replace_records
 from adapter.services.waiting import wait_budget, wait_for_change
 
 __all__ = [
@@ -82,6 +91,17 @@ class ImportService:
         self, principal: Principal, handle: str, records: Sequence[Any], *, idempotency_key: str | None = None
     ) -> AddResult:
         return add_records(self.ctx, principal, handle, records, idempotency_key=idempotency_key)
+
+    def replace(
+        self,
+        principal: Principal,
+        handle: str,
+        replacements: Sequence[tuple[int, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> ReplaceResult:
+        """Put records in place of staged ones by position (repairing what the system refused)."""
+        return replace_records(self.ctx, principal, handle, replacements, idempotency_key=idempotency_key)
 
     # --- the commit -----------------------------------------------------------------------------
 

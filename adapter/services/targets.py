@@ -34,7 +34,7 @@ class RecordInvalid(InvalidRequest):
     def __init__(self, index: int, field: str, rule: str) -> None:
         where = f"field '{field}'" if field else "the record"
         super().__init__(f"record {index}: {where} {rule}")
-        self.index, self.field = index, field
+        self.index, self.field, self.rule = index, field, rule
 
 
 @dataclass(frozen=True, slots=True)

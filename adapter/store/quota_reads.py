@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
@@ -16,11 +16,22 @@ __all__ = [
     "imports_with_leftover_records",
     "not_committed_verdicts",
     "recently_doubted_commits",
+    "tenant_held_bytes",
 ]
 
 # Imports whose staged records still count against the tenant: not yet committed or given up (the
 # add path sums them in its own statement, ``staging.py``).
 HOLDING_STATES = ("open", "committing")
+
+
+def tenant_held_bytes(session: Session, tenant: str) -> int:
+    """What the tenant's open and committing imports hold (the staged-bytes quota)."""
+    total = session.scalar(
+        select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
+            ImportRow.tenant == tenant, ImportRow.state.in_(HOLDING_STATES)
+        )
+    )
+    return int(total or 0)
 
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:

@@ -70,6 +70,7 @@ class ImportFields(NamedTuple):
     state: str
     record_count: int
     staged_bytes: int | None
+    revision: int
     legacy_batch_id: str | None
     expires_at: datetime
     created_at: datetime

@@ -142,6 +142,24 @@ class RecordRepository(_Repository):
         )
         return [(seq, data) for seq, data in rows]
 
+    def sizes(self, import_id: str, seqs: Sequence[int]) -> dict[int, int]:
+        """``seq -> size in bytes`` of the staged records at ``seqs`` (what a replacement frees)."""
+        rows = self._session.execute(
+            select(StagedRecordRow.seq, StagedRecordRow.data).where(
+                StagedRecordRow.import_id == import_id, StagedRecordRow.seq.in_(list(seqs))
+            )
+        )
+        return {int(seq): len(data.encode()) for seq, data in rows}
+
+    def replace(self, import_id: str, texts: dict[int, str]) -> None:
+        """Put ``texts[seq]`` in place of the staged record at each ``seq`` (all exist)."""
+        for seq, data in texts.items():
+            self._session.execute(
+                update(StagedRecordRow)
+                .where(StagedRecordRow.import_id == import_id, StagedRecordRow.seq == seq)
+                .values(data=data)
+            )
+
     def count(self, import_id: str) -> int:
         return (
             self._session.scalar(

@@ -88,6 +88,9 @@ class ImportRow(Base):
     state: Mapped[str] = mapped_column(String(32))
     record_count: Mapped[int] = mapped_column(Integer, default=0)
     staged_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")  # for quotas
+    revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Moved by every change of the staged records other than an append (``replace_records``): a
+    commit confirmation names it, so a record replaced after the question is never committed unasked."""
     legacy_batch_id: Mapped[str | None] = mapped_column(String(100))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -145,8 +145,9 @@ def test_every_state_has_a_transition_entry_and_final_states_have_none() -> None
 
 def test_every_operation_state_has_a_transition_entry_and_final_ones_have_none() -> None:
     assert set(OPERATION_TRANSITIONS) == set(OperationState)
-    for final in (OperationState.SUCCEEDED, OperationState.COMPENSATED):
-        assert OPERATION_TRANSITIONS[final] == frozenset()
+    assert OPERATION_TRANSITIONS[OperationState.COMPENSATED] == frozenset()
+    # A succeeded commit moves on only when a late COMMIT made a second batch that could not be voided.
+    assert OPERATION_TRANSITIONS[OperationState.SUCCEEDED] == frozenset({OperationState.NEEDS_OPERATOR})
     # Only the reconciler's verdict or the late proof of a COMMIT may end an unknown outcome.
     assert OperationState.IN_PROGRESS not in OPERATION_TRANSITIONS[OperationState.OUTCOME_UNKNOWN]
 

@@ -61,6 +61,7 @@ def test_every_published_tool_needs_its_scope(prefix: str) -> None:
         "begin_import": "imports:write",
         "add_record": "imports:write",
         "add_records": "imports:write",
+        "replace_records": "imports:write",
         "commit_import": "erp:commit",
         "abort_import": "imports:abort",
         "get_import_status": "imports:read",

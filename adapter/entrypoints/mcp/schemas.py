@@ -27,6 +27,8 @@ __all__ = [
     "GetOperationStatusIn",
     "ImportStatusOut",
     "OperationStatusOut",
+    "ReplaceRecordsIn",
+    "ReplaceRecordsOut",
 ]
 
 Handle = Field(description="The import handle returned by begin_import.", min_length=1, max_length=100)
@@ -103,6 +105,28 @@ class AddRecordsIn(_In):
 class AddRecordsOut(BaseModel):
     handle: str
     accepted: int
+    record_count: int
+    replayed: bool
+
+
+class Replacement(_In):
+    position: int = Field(description="Which staged record, counted from 0 (as refusals name it).", ge=0)
+    record: dict[str, Any] = Field(description="The record to stage in its place: a JSON object.")
+
+
+class ReplaceRecordsIn(_In):
+    handle: str = Handle
+    records: list[Replacement] = Field(
+        description="1 to 1000 replacements, each a position and the record to put there.",
+        min_length=1,
+        max_length=1000,
+    )
+    idempotency_key: str | None = IdempotencyKey
+
+
+class ReplaceRecordsOut(BaseModel):
+    handle: str
+    replaced: int
     record_count: int
     replayed: bool
 
@@ -194,6 +218,8 @@ class OperationStatusOut(BaseModel):
     kind: str
     status: str
     result: dict[str, Any] | None
+    error: dict[str, Any] | None = None
+    """Why it failed (``code``; for a refusal also ``refusal``: code, message, position, field)."""
     records_sent: int | None = None
     """While a commit is ``in_progress``: the records the legacy system has taken so far."""
     record_count: int | None = None

@@ -119,9 +119,15 @@ def _handle_of(uri: str) -> str | None:
     return handle if HandleCodec.looks_like_handle(handle) else None
 
 
-def tool_error(code: str, message: str) -> CallToolResult:
-    """A business error as the model sees it: ``isError`` with a stable code before the colon."""
-    return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")], is_error=True)
+def tool_error(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
+    """A business error as the model sees it: ``isError`` with a stable code before the colon, and
+    the error's safe details (an operation id, a refusal) as structured content when it has any."""
+    structured = {"code": code, **details} if details else None
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{code}: {message}")],
+        is_error=True,
+        structured_content=structured,
+    )
 
 
 def _tool_result(out: BaseModel) -> CallToolResult:
@@ -319,7 +325,7 @@ class McpGateway:
         try:
             out = await tool.run(call, args)
         except AdapterError as exc:
-            return tool_error(exc.code, exc.message)
+            return tool_error(exc.code, exc.message, exc.details)
         if isinstance(out, Result):  # input_required, or a task
             return out
         return _tool_result(out)
@@ -348,7 +354,7 @@ class McpGateway:
         try:
             result = _tool_result(commit_out(state.answer, self._wait))
         except AdapterError as exc:
-            result = tool_error(exc.code, exc.message)
+            result = tool_error(exc.code, exc.message, exc.details)
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     # --- prompts -------------------------------------------------------------------------------

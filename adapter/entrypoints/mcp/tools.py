@@ -23,7 +23,7 @@ from mcp_types import CallToolRequestParams, InputRequiredResult, ToolAnnotation
 from mcp_types import Tool as ToolDefinition
 from pydantic import BaseModel
 
-from adapter.domain.errors import ConfirmationStale, LegacyUnavailable, error_for_code
+from adapter.domain.errors import AdapterError, ConfirmationStale, LegacyUnavailable, error_for_code
 from adapter.domain.identity import Principal
 from adapter.domain.views import CommitResult
 from adapter.entrypoints.mcp import schemas as s
@@ -183,6 +183,19 @@ async def add_records(call: Call, args: s.AddRecordsIn) -> s.AddRecordsOut:
     return s.AddRecordsOut(
         handle=result.handle,
         accepted=result.accepted,
+        record_count=result.record_count,
+        replayed=result.replayed,
+    )
+
+
+async def replace_records(call: Call, args: s.ReplaceRecordsIn) -> s.ReplaceRecordsOut:
+    replacements = [(item.position, item.record) for item in args.records]
+    result = await run_in_thread(
+        call.service.replace, call.principal, args.handle, replacements, idempotency_key=args.idempotency_key
+    )
+    return s.ReplaceRecordsOut(
+        handle=result.handle,
+        replaced=result.replaced,
         record_count=result.record_count,
         replayed=result.replayed,
     )
@@ -358,8 +371,7 @@ def _declined(handle: str) -> Callable[[int], BaseModel]:
 def commit_out(result: CommitResult, wait_seconds: float) -> s.CommitImportOut:
     """A commit answer as the tool's result; ``failed`` (COMMIT never sent) is raised as its error."""
     if result.status == "failed":
-        # COMMIT was never sent, so nothing was applied: a true failure, safe to retry.
-        raise error_for_code(result.error or LegacyUnavailable.code)(_NOT_APPLIED)
+        raise _not_applied(result)
     return s.CommitImportOut(
         handle=result.handle,
         status=cast(s.CommitStatus, result.status),  # "failed" is raised above; pydantic checks the rest
@@ -400,7 +412,33 @@ def next_step(result: CommitResult, wait_seconds: float) -> str | None:
     return None
 
 
-_NOT_APPLIED = "the legacy system did not take the batch; nothing was committed, so it is safe to retry"
+def _not_applied(result: CommitResult) -> AdapterError:
+    """A commit that never sent COMMIT, as its error: why, which record, and whether a retry helps.
+
+    Nothing was applied. The details (its operation id, the port's refusal) go in the result's
+    structured content as well, so a model or a host can act on them without parsing the text."""
+    kind = error_for_code(result.error or LegacyUnavailable.code)
+    refusal = result.refusal
+    said = ""
+    if refusal is not None:
+        where = [f"record {refusal['position']}"] if refusal.get("position") is not None else []
+        where += [f"field {refusal['field']!r}"] if refusal.get("field") is not None else []
+        said = f"{', '.join(where) + ': ' if where else ''}{refusal['code']}: {refusal['message']}. "
+    if kind.retry_helps:
+        advice = "It is safe to retry; the same idempotency_key never commits twice."
+    elif refusal is not None and refusal.get("position") is not None:
+        advice = (
+            f"Retrying unchanged will fail the same way: correct record {refusal['position']} with "
+            "replace_records (its position counts from 0) and commit again, or abort_import."
+        )
+    else:
+        advice = "Retrying unchanged will not help: change the import (replace_records) or abort_import."
+    message = (
+        f"{said}The legacy system did not take the batch; nothing was committed "
+        f"(operation {result.operation_id}). {advice}"
+    )
+    details = {"operation_id": result.operation_id, "retry_helps": kind.retry_helps, "refusal": refusal}
+    return kind(message, details=details)
 
 
 async def abort_import(call: Call, args: s.AbortImportIn) -> BaseModel | InputRequiredResult:
@@ -466,6 +504,7 @@ async def get_operation_status(call: Call, args: s.GetOperationStatusIn) -> s.Op
         kind=view.kind,
         status=view.status,
         result=view.result,
+        error=view.error,
         records_sent=view.records_sent if view.status == "in_progress" else None,
         record_count=view.record_count,
         history=[
@@ -515,6 +554,17 @@ def build_tools(handle_ttl_seconds: int, wait_seconds: float = 4.0) -> tuple[Too
             s.AddRecordsOut,
             _hints(read_only=False, destructive=False, idempotent=False),
             add_records,
+        ),
+        Tool(
+            "replace_records",
+            "Replace staged records",
+            "Put records in place of staged ones in an open import, by position (counted from 0, as a "
+            "refusal names the record the legacy system would not take), all or none. A commit asked "
+            "about before the replacement asks again.",
+            s.ReplaceRecordsIn,
+            s.ReplaceRecordsOut,
+            _hints(read_only=False, destructive=False, idempotent=False),
+            replace_records,
         ),
         Tool(
             "commit_import",

@@ -36,6 +36,7 @@ TOOL_NEEDS: dict[str, Need] = {
     "begin_import": "write",
     "add_record": "write",
     "add_records": "write",
+    "replace_records": "write",
     "commit_import": "commit",
     "abort_import": "abort",
     "get_import_status": "read",

@@ -88,8 +88,9 @@ def claim_import(
             raise InvalidState(f"an import that is {state.value} cannot be committed")
         if row.record_count == 0:
             raise InvalidState("the import has no records to commit")
-        if expect is not None and CommitSubject(row.id, row.target, row.record_count) != expect:
-            raise ConfirmationStale(CommitSubject(row.id, row.target, row.record_count))
+        current = CommitSubject(row.id, row.target, row.record_count, row.revision)
+        if expect is not None and current != expect:
+            raise ConfirmationStale(current)
         if slot is not None:
             slot.take()  # QuotaExceeded here: refused before anything changed
 
@@ -234,4 +235,5 @@ def answer_from_record(operation: OperationRow, row: ImportRow, handle: str) -> 
         replayed=True,
         error=error.get("code"),
         records_sent=operation.records_sent if status is OperationState.IN_PROGRESS else None,
+        refusal=error.get("refusal"),
     )

@@ -228,7 +228,7 @@ def commit_subject(ctx: ServiceContext, principal: Principal, handle: str) -> Co
         row = find_import(uow, principal, handle)
         if effective_state(row, ctx.clock()) is not ImportState.OPEN or row.record_count == 0:
             return None
-        return CommitSubject(row.id, row.target, row.record_count)
+        return CommitSubject(row.id, row.target, row.record_count, row.revision)
 
 
 def void_subject(ctx: ServiceContext, principal: Principal, handle: str) -> VoidSubject | None:

@@ -70,7 +70,10 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
             if outcome.legacy_batch_id is not None:
                 row.legacy_batch_id = outcome.legacy_batch_id
             error_code = outcome.error["code"] if outcome.error else None
+            refusal = (outcome.error or {}).get("refusal")
             detail = {"kind": operation.kind, **({"error": error_code} if error_code else {})}
+            if refusal is not None:  # where and why, without its message: the history is for everyone
+                detail["refusal"] = {k: refusal[k] for k in ("code", "position", "field")}
             record_event(uow, EventKind.for_operation(outcome.status), row, operation, detail=detail)
             record_event(
                 uow,
@@ -89,6 +92,7 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
                 record_count=row.record_count,
                 replayed=False,
                 error=error_code,
+                refusal=refusal,
             )
 
     return retry_on_conflict(write)

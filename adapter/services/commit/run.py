@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from adapter.ports.legacy import (
     LegacyError,
     LegacyFailed,
     LegacyOutcomeUnknown,
+    LegacyRefused,
     LegacySession,
     LegacyTransient,
 )
@@ -166,6 +168,18 @@ def _outcome_of(claim: Claim, exc: BaseException) -> Outcome:
         return unknown_outcome()
     if isinstance(exc, LegacyTransient):
         return _failed(LegacyUnavailable.code, exc)
+    if isinstance(exc, LegacyRefused):  # the system said why: which record, which field
+        refused = _failed(LegacyRejected.code, exc)
+        assert refused.error is not None
+        refusal = dataclasses.asdict(exc.refusal)
+        log.warning(
+            "commit %s refused: %s (record %s, field %s)",
+            claim.operation_id,
+            exc.refusal.code,
+            exc.refusal.position,
+            exc.refusal.field,
+        )
+        return dataclasses.replace(refused, error={**refused.error, "refusal": refusal})
     if isinstance(exc, LegacyFailed):
         return _failed(LegacyRejected.code, exc)
     log.error("commit %s: %s", claim.operation_id, exc)
