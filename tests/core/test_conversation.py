@@ -250,3 +250,22 @@ def test_an_abort_confirmed_before_the_import_changed_voids_nothing_and_asks_aga
 
 def committed_import(service: ImportService, who: Principal, handle: str) -> str:
     return service.status(who, handle).import_id
+
+
+def test_a_record_replaced_after_the_question_is_never_committed_unasked(
+    talk: Conversation, service: ImportService, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """A replacement keeps the count: the import's revision is what tells the question is old."""
+    handle = staged(service, alice, 3)
+    round_ = asked(talk.start(alice, handle, key=None, ask=True))
+    service.replace(alice, handle, [(1, {"n": "changed"})])
+    step = talk.answer(alice, handle, round_, Decision.ACCEPTED, key=None)
+    assert isinstance(step, Proceed)
+    with pytest.raises(ConfirmationStale) as stale:
+        service.commit(alice, handle, idempotency_key=step.key, expect=step.expect)  # type: ignore[arg-type]
+
+    again = asked(talk.stale(step.round, stale.value))
+
+    assert isinstance(again.subject, CommitSubject)
+    assert (again.subject.record_count, again.subject.revision) == (3, round_.subject.revision + 1)  # type: ignore[union-attr]
+    assert legacy_engine.committed_batches() == []
