@@ -51,7 +51,8 @@ from mcp_types import (
     RequestParams,
     Result,
 )
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 
 from adapter.domain.errors import OperationNotFound
@@ -87,8 +88,10 @@ class UpdateTaskParams(TaskParams):
     input_responses: dict[str, Any] | None = Field(default=None, alias="inputResponses")
 
 
-class _Task(Result):
-    """The Task fields (flat on every task-carrying result and notification)."""
+class _TaskFields(BaseModel):
+    """The Task fields, flat on every task-carrying result and notification (camelCase on the wire)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     task_id: str
     status: TaskStatus
@@ -99,24 +102,17 @@ class _Task(Result):
     poll_interval_ms: int | None = None
 
 
-class CreateTaskResult(_Task):
+class CreateTaskResult(Result, _TaskFields):
     result_type: Literal["task"] = "task"
 
 
-class GetTaskResult(_Task):
+class GetTaskResult(Result, _TaskFields):
     result_type: Literal["complete"] = "complete"
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
 
-class TaskNotificationParams(NotificationParams):
-    task_id: str
-    status: TaskStatus
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
+class TaskNotificationParams(NotificationParams, _TaskFields):
     result: dict[str, Any] | None = None
 
 

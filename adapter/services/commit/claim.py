@@ -35,6 +35,7 @@ from adapter.services.late_commits import earlier_batch_refs
 from adapter.services.leases import new_lease_owner, take_lease
 from adapter.services.quotas import CommitSlot
 from adapter.store.tables import ImportRow, OperationRow
+from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["ANSWER_FOR_STATUS", "answer_from_record", "batch_ref_for", "claim_import", "resume_claim"]
 
@@ -108,11 +109,6 @@ def claim_import(
         operation.error = None
         operation.stop_requested = None
         operation.records_sent = 0
-        # The first attempt's recovery point goes in this transaction (the lease was just taken, so
-        # there is nothing to check yet): one store round trip fewer per commit. Later attempts
-        # write their own (run.py).
-        operation.recovery_point = RecoveryPoint.REPLAYING
-        operation.attempts += 1
         owner = new_lease_owner(ctx)
         take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
@@ -132,13 +128,10 @@ def claim_import(
             operation,
             detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
         )
-        record_event(
-            uow,
-            EventKind.OPERATION_RECOVERY_POINT,
-            row,
-            operation,
-            detail={"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
-        )
+        # The first attempt's recovery point goes in this transaction (the lease was just taken, so
+        # there is nothing to check yet): one store round trip fewer per commit. Later attempts
+        # write their own (run.py).
+        _first_attempt(uow, row, operation)
         uow.commit()
         if operation.batch_ref is None:  # every commit operation gets one when it is created
             raise MissingRow(f"commit operation {operation.id} has no batch reference")
@@ -183,16 +176,8 @@ def resume_claim(
             slot.take()
         except QuotaExceeded:
             return None
-        operation.recovery_point = RecoveryPoint.REPLAYING
-        operation.attempts += 1
         record_event(uow, EventKind.OPERATION_RESUMED, row, operation, detail={"by": by})
-        record_event(
-            uow,
-            EventKind.OPERATION_RECOVERY_POINT,
-            row,
-            operation,
-            detail={"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
-        )
+        _first_attempt(uow, row, operation)
         try:
             uow.commit()
         except BaseException:
@@ -211,6 +196,19 @@ def resume_claim(
             stopped=operation.stop_requested is not None,
         )
         return claim, slot
+
+
+def _first_attempt(uow: UnitOfWork, row: ImportRow, operation: OperationRow) -> None:
+    """A run's first attempt starts in the claim's transaction: its ``replaying`` recovery point."""
+    operation.recovery_point = RecoveryPoint.REPLAYING
+    operation.attempts += 1
+    record_event(
+        uow,
+        EventKind.OPERATION_RECOVERY_POINT,
+        row,
+        operation,
+        detail={"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
+    )
 
 
 def _answer_from_import(row: ImportRow, handle: str) -> CommitResult:
