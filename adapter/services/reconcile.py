@@ -67,6 +67,8 @@ class Resolution:
     previous: str
     status: str
     finding: str
+    abort_asked: bool = False
+    """Its owner had asked to abort it meanwhile: the abort's follow-up is due."""
 
 
 def reconcile_pass(
@@ -121,7 +123,7 @@ def reconcile_operation(
         _release(ctx, operation_id, owner)
         raise
     resolution = _record(ctx, operation_id, owner, previous, status, commit_sent_at, by)
-    if resolution is not None and resolution.import_id is not None:
+    if resolution is not None and resolution.import_id is not None and resolution.abort_asked:
         settle_abort_request(ctx, resolution.import_id)  # an abort asked while it was unknown
     return resolution
 
@@ -227,8 +229,9 @@ def _record(
             uow.events.record(
                 EventKind.for_import(row.state), import_id=row.id, operation_id=operation.id, state=row.state
             )
+            asked = operation.stop_requested == StopRequest.ABORT
             uow.commit()
-            return Resolution(operation.id, row.id, previous, operation.status, finding)
+            return Resolution(operation.id, row.id, previous, operation.status, finding, asked)
 
     resolution = retry_on_conflict(write)
     if resolution is None:

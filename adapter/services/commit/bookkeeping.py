@@ -45,6 +45,7 @@ class Claim:
     earlier_refs: tuple[str, ...] = ()  # the import's other commit operations (late_commits.py)
     first_point_recorded: bool = True  # the claim wrote the first attempt's ``replaying`` point
     stopped: bool = False  # resumed with a stop already asked: the run stops at its first check
+    abort_asked: bool = False  # seen by ``finish`` on the row: the owner asked to abort (a follow-up is due)
 
 
 class LeaseLost(Exception):

@@ -49,6 +49,7 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
         with ctx.store.unit_of_work() as uow:
             operation = get_operation(uow, claim)
             row = get_import(uow, claim)
+            claim.abort_asked = operation.stop_requested == StopRequest.ABORT  # the runner's follow-up
             if operation.status != OperationState.IN_PROGRESS:
                 if outcome.status is OperationState.SUCCEEDED and operation.status == OperationState.FAILED:
                     # A reconciler believed "not committed" but our COMMIT did land: the record

@@ -304,8 +304,8 @@ class _Pieces:
     """Hands a chunk to the legacy session in pieces that each take about ``target`` seconds.
 
     The first piece is one record; each next one is sized from how fast the last went (growing at
-    most fourfold, up to the whole chunk), so a fast system takes whole chunks in one pipelined call
-    after a few pieces while a slow one (40 ms a record) gets a few records at a time, and a stop is
+    most eightfold, up to the whole chunk), so a fast system takes whole chunks in one pipelined call
+    after three pieces while a slow one (40 ms a record) gets a few records at a time, and a stop is
     noticed within about ``target`` seconds (or one record, if a record takes longer).
     """
 
@@ -340,7 +340,7 @@ class _Pieces:
     def _resize(self, count: int, seconds: float) -> None:
         per_record = seconds / count
         wanted = self._largest if per_record <= 0 else int(self._target / per_record)
-        self._size = max(1, min(self._largest, wanted, self._size * 4))
+        self._size = max(1, min(self._largest, wanted, self._size * 8))
 
 
 _READ_AHEAD_THREADS = 8

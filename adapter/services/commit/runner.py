@@ -33,7 +33,8 @@ __all__ = ["AfterRun", "CommitRun", "hand_over_all", "local_run", "start_run"]
 log = logging.getLogger("adapter.commit")
 
 AfterRun = Callable[[ServiceContext, str], None]
-"""Called with the import id once a run has recorded its outcome (the abort follow-up)."""
+"""Called with the import id once a run has recorded its outcome, when its owner had asked to abort
+it (``finish`` saw the request on the row): the abort's follow-up."""
 
 _POOL_THREADS = 256
 """Threads of the commit pool (started as needed). Every run holds a legacy session slot, so the
@@ -135,7 +136,7 @@ def _execute(ctx: ServiceContext, run: CommitRun, slot: CommitSlot | None, after
         run.done.set_exception(exc)
     finally:
         _forget(run, slot)
-    if after is not None:
+    if after is not None and claim.abort_asked:  # only an abort asked while it ran needs one
         try:
             after(ctx, claim.import_id)
         except Exception:  # maintenance finishes what this could not (abort.settle_abort_requests)
