@@ -111,9 +111,10 @@ def test_the_simulator_session_gets_the_stored_texts(
     assert service.commit(alice, handle).status == "committed"
 
     assert _CountingSession.texts == len(RECORDS)
-    # 57 records in chunks of 10, timed as "add": the first chunk goes in two pieces (1 record, to
-    # learn how fast the system is, then the rest: up to 8 times as many), every later one whole.
-    assert calls.count(("add", "ok")) == 7
+    # 57 records in chunks of 10, timed as "add": the first chunk goes in three pieces (1 record, to
+    # learn how fast the system is, then 8: eight times as many at most, then the last one), every
+    # later chunk whole.
+    assert calls.count(("add", "ok")) == 8
     [batch] = legacy_engine.committed_batches()
     assert batch["records"] == RECORDS
 

@@ -28,6 +28,7 @@ HINTS = {  # (readOnly, destructive, idempotent), as docs/state-matrix.md lists 
     "begin_import": (False, False, False),
     "add_record": (False, False, False),
     "add_records": (False, False, False),
+    "replace_records": (False, False, False),
     "commit_import": (False, True, True),
     "abort_import": (False, True, True),
     "get_import_status": (True, False, True),
