@@ -21,7 +21,7 @@ from adapter.services.imports import add_records, begin_import, import_status, i
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import operation_status
-from adapter.services.quotas import CommitSlot, Slots
+from adapter.services.quotas import CommitSlot, Slots, StagingRates
 from adapter.services.reconcile import Resolution, reconcile_operation, reconcile_pass
 
 __all__ = [
@@ -47,6 +47,8 @@ class ImportService:
             total=ctx.quotas.legacy_sessions,
             total_setting="legacy_sessions",
         )
+        # Bytes and records staged a second, per principal and per tenant (services/quotas.py).
+        self.staging_rates = StagingRates(ctx.quotas, clock=lambda: ctx.clock().timestamp())
 
     def begin(
         self,
@@ -63,7 +65,9 @@ class ImportService:
     def add(
         self, principal: Principal, handle: str, records: Sequence[Any], *, idempotency_key: str | None = None
     ) -> AddResult:
-        return add_records(self.ctx, principal, handle, records, idempotency_key=idempotency_key)
+        return add_records(
+            self.ctx, principal, handle, records, idempotency_key=idempotency_key, rates=self.staging_rates
+        )
 
     def commit(self, principal: Principal, handle: str, **options: Unpack[CommitOptions]) -> CommitResult:
         with CommitSlot(self.commit_slots, principal.tenant, "commits of this tenant") as slot:
