@@ -45,6 +45,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
     from adapter.entrypoints.http.app import create_app
+    from adapter.entrypoints.http.connections import uvicorn_options
 
     if settings.local_mode and not _is_loopback(host):
         raise ConfigError(
@@ -59,7 +60,9 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
         local = f"local mode: no auth, loopback only, handles are bearer secrets valid {ttl}s"
         mode = local if settings.local_mode else "bearer tokens from ADAPTER_TOKENS"
         print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(
+            app, host=host, port=port, log_level="warning", lifespan="on", **uvicorn_options(settings)
+        )
     finally:
         kit.close()
     return 0
