@@ -23,7 +23,7 @@ connection lost during COMMIT                  :class:`LegacyOutcomeUnknown`
 =============================================  ===============================================
 
 Use it with ``ADAPTER_LEGACY_PORT=adapter.legacy.sql:from_settings`` and ``ADAPTER_SQL_URL`` (plus
-optional ``ADAPTER_SQL_TABLES``, ``ADAPTER_SQL_SCHEMA``, ``ADAPTER_SQL_LEDGER_TABLE``); tables without
+optional ``ADAPTER_SQL_TABLES``, ``ADAPTER_SQL_SCHEMA_NAME``, ``ADAPTER_SQL_LEDGER_TABLE``); tables without
 a primary key cannot be targets (a batch could not be voided).
 """
 
