@@ -123,5 +123,9 @@ def build(
         quotas=settings.quotas(),
     )
     return Kit(
-        settings=settings, store=store, legacy=legacy, service=ImportService(ctx), admin=AdminService(ctx)
+        settings=settings,
+        store=store,
+        legacy=legacy,
+        service=ImportService(ctx),
+        admin=AdminService(ctx, min_free_disk_bytes=settings.min_free_disk_bytes),
     )

@@ -34,8 +34,9 @@ from adapter.services.context import ServiceContext
 class AdminService:
     """The operator use cases, as one object for the admin API, the ops CLI and the dashboard."""
 
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: ServiceContext, *, min_free_disk_bytes: int = 0) -> None:
         self.ctx = ctx
+        self.min_free_disk_bytes = min_free_disk_bytes  # below it the readiness check says not ready
 
     def list_operations(
         self, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
@@ -62,4 +63,4 @@ class AdminService:
 
     def check_ready(self) -> list[str]:
         """What keeps the kit from serving: an empty list when the database and legacy system answer."""
-        return check_ready(self.ctx)
+        return check_ready(self.ctx, self.min_free_disk_bytes)
