@@ -7,10 +7,15 @@ knows the principal and an unauthenticated request passes through unread to the 
   as the SDK reads it; past ``ADAPTER_MAX_JSON_DEPTH`` or ``ADAPTER_MAX_JSON_ELEMENTS`` the request
   is answered 400 with a JSON-RPC error at once, before any parser builds the document.
 * **What reading it cost** (:class:`RequestBudget`): the bytes and the JSON values of every body are
-  charged to the principal as they arrive (``ADAPTER_MAX_REQUEST_BYTES_PER_SECOND_PER_PRINCIPAL``,
-  ``ADAPTER_MAX_JSON_ELEMENTS_PER_SECOND_PER_PRINCIPAL``). While a principal's budget is spent, its
-  next request is answered 429 with ``Retry-After`` without reading the body, so a caller that sends
-  expensive bodies slows only itself.
+  charged to the principal (``ADAPTER_MAX_REQUEST_BYTES_PER_SECOND_PER_PRINCIPAL``,
+  ``ADAPTER_MAX_JSON_ELEMENTS_PER_SECOND_PER_PRINCIPAL``): a declared length when the request is
+  admitted, the values and anything beyond it as they arrive. While a principal's budget is spent,
+  its next request is answered 429 with ``Retry-After`` without reading the body, so a caller that
+  sends expensive bodies slows only itself.
+* **One large body at a time per principal** (``CallerGate.LARGE_BODY``): the SDK parses a body on
+  the event loop that every caller shares (about 20 ms for 4 MB), so eight large calls of one
+  principal at once would hold everyone else up for all eight; they wait their turn instead, and the
+  others' requests are served between them.
 * **A 2025-era session** that would pass the principal's cap (``answers.py`` counts them) is answered
   429 the same way.
 
@@ -20,13 +25,17 @@ budget or a full session cap, ``-32600`` for a body too deep or too large) and o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import math
+from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -120,8 +129,34 @@ def _refused(reason: str, key: str, status: int, setting: str) -> None:
     )
 
 
+class _Turns:
+    """One large request at a time per principal: the others wait their turn (in arrival order)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
 class CallerGate:
     """The per-caller limits of the MCP endpoint (see the module doc)."""
+
+    LARGE_BODY = 256 * 1024
+    """A body this large (or of unknown length) waits for the caller's previous large one to be
+    answered: it is parsed on the event loop every caller shares, so one caller's bodies are parsed
+    one after another and everybody else's requests get their turns in between."""
 
     def __init__(
         self, app: ASGIApp, *, budget: RequestBudget, max_depth: int, max_elements: int, local_mode: bool
@@ -130,65 +165,92 @@ class CallerGate:
         self.budget = budget
         self.max_depth, self.max_elements = max_depth, max_elements
         self.local_mode = local_mode
+        self._turns = _Turns()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = caller_key(scope, self.local_mode) if scope["type"] == "http" else None
         if key is None:
             await self.app(scope, receive, send)
             return
-        state = {"started": False, "refused": False}
+        if scope["method"] != "POST":
+            await _Request(self, key, scope, receive, send, declared=0).run()
+            return
+        value = Headers(scope=scope).get("content-length")
+        declared = int(value) if value is not None and value.isdigit() else None
+        request = _Request(self, key, scope, receive, send, declared=declared or 0)
+        if declared is not None and declared < self.LARGE_BODY:
+            await request.admit_and_run()
+            return
+        async with self._turns.turn(key):
+            await request.admit_and_run()
 
-        async def answer(messages: tuple[Message, Message]) -> None:
-            state["refused"] = True
-            if not state["started"]:
-                state["started"] = True
-                for message in messages:
-                    await send(message)
 
-        if scope["method"] == "POST":
-            try:
-                self.budget.check(key)
-            except QuotaExceeded as exc:
-                _refused("budget", key, 429, exc.setting)
-                await answer(_quota_messages(exc))
-                return
-        shape = JsonShape(self.max_depth, self.max_elements)
+class _Request:
+    """One request through the gate: charged as it is read, refused at most once."""
 
-        async def charged_receive() -> Message:
-            if state["refused"]:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] != "http.request":
-                return message
-            chunk = message.get("body", b"")
-            before = shape.elements
-            try:
-                shape.feed(chunk)
-            except ShapeExceeded as exc:
-                _refused("body_shape", key, 400, exc.setting)
-                await answer(
-                    jsonrpc_error_response(
-                        400, INVALID_REQUEST, f"Invalid request: {exc}", {"limit": exc.limit}
-                    )
-                )
-                return {"type": "http.disconnect"}
-            finally:
-                self.budget.bytes.charge(key, len(chunk))
-                self.budget.elements.charge(key, shape.elements - before)
-            return message
+    def __init__(
+        self, gate: CallerGate, key: str, scope: Scope, receive: Receive, send: Send, *, declared: int
+    ) -> None:
+        self.gate, self.key, self.scope = gate, key, scope
+        self._receive, self._send = receive, send
+        self.declared = declared  # charged when admitted; only what arrives beyond it is charged later
+        self.received = 0
+        self.started = self.refused = False
+        self.shape = JsonShape(gate.max_depth, gate.max_elements)
 
-        async def guarded_send(message: Message) -> None:
-            if state["refused"]:
-                return  # the refusal went out: drop what the app still sends
-            if message["type"] == "http.response.start":
-                state["started"] = True
-            await send(message)
-
+    async def admit_and_run(self) -> None:
         try:
-            await self.app(scope, charged_receive, guarded_send)
+            self.gate.budget.check(self.key)
+        except QuotaExceeded as exc:
+            _refused("budget", self.key, 429, exc.setting)
+            await self.answer(_quota_messages(exc))
+            return
+        self.gate.budget.bytes.charge(self.key, self.declared)  # at once: the next request sees it
+        await self.run()
+
+    async def run(self) -> None:
+        try:
+            await self.gate.app(self.scope, self.receive, self.send)
         except QuotaExceeded as exc:  # the principal's 2025-era sessions are all open (answers.py)
-            _refused("sessions", key, 429, exc.setting)
-            await answer(_quota_messages(exc))
+            _refused("sessions", self.key, 429, exc.setting)
+            await self.answer(_quota_messages(exc))
+
+    async def answer(self, messages: tuple[Message, Message]) -> None:
+        self.refused = True
+        if not self.started:
+            self.started = True
+            for message in messages:
+                await self._send(message)
+
+    async def receive(self) -> Message:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] != "http.request":
+            return message
+        chunk = message.get("body", b"")
+        before, self.received = self.received, self.received + len(chunk)
+        budget = self.gate.budget
+        budget.bytes.charge(self.key, max(0, self.received - max(before, self.declared)))
+        elements = self.shape.elements
+        try:
+            self.shape.feed(chunk)
+        except ShapeExceeded as exc:
+            _refused("body_shape", self.key, 400, exc.setting)
+            await self.answer(
+                jsonrpc_error_response(400, INVALID_REQUEST, f"Invalid request: {exc}", {"limit": exc.limit})
+            )
+            return {"type": "http.disconnect"}
+        finally:
+            budget.elements.charge(self.key, self.shape.elements - elements)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return  # the refusal went out: drop what the app still sends
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
 
 
 def install_caller_gate(mcp_app: Starlette, **options: Any) -> None:
