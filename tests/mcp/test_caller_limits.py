@@ -197,3 +197,34 @@ async def test_a_higher_body_limit_is_the_sdks_limit_too(server: Any) -> None:
         ]["accepted"]
         == 1
     )
+
+
+async def test_one_large_body_of_a_principal_at_a_time_and_others_go_on(server: Any) -> None:
+    """Alice's first large call is still arriving: her second waits its turn, bob's is served."""
+    large = json.dumps([{"b": "x" * 60_000}] * 5).encode()  # 300 KB: a large body
+    first_rest = asyncio.Event()
+
+    async def slow_body() -> Any:
+        body = add_body(large)
+        yield body[:1000]
+        await first_rest.wait()
+        yield body[1000:]
+
+    async def send(body: Any, token: str, **headers: str) -> httpx.Response:
+        async with httpx.AsyncClient(timeout=60.0) as http:
+            return await http.post(
+                server.url,
+                content=body,
+                headers={**mcp_headers("tools/call", "add_records", token=token), **headers},
+            )
+
+    first = asyncio.create_task(send(slow_body(), server.alice_token))
+    await asyncio.sleep(0.5)  # the first holds alice's turn
+    second = asyncio.create_task(send(add_body(large), server.alice_token))
+    bobs = await asyncio.wait_for(send(add_body(large), server.bob_token), 30)
+    assert bobs.status_code == 200
+    await asyncio.sleep(0.5)
+    assert not second.done()  # waiting for alice's first
+    first_rest.set()
+    assert (await asyncio.wait_for(first, 30)).status_code == 200
+    assert (await asyncio.wait_for(second, 30)).status_code == 200
