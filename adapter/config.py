@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     # --- what one HTTP request may cost, and the connections (docs/operations.md, "Limits") ---
     max_json_depth: int = Field(default=64, ge=8, le=1000)
     max_json_elements: int = Field(default=100_000, ge=1000)
-    max_request_bytes_per_second_per_principal: int = Field(default=8 * MIB, ge=1024)
+    max_request_bytes_per_second_per_principal: int = Field(default=16 * MIB, ge=1024)
     max_json_elements_per_second_per_principal: int = Field(default=200_000, ge=1000)
     http_header_timeout_seconds: PositiveFloat = 10.0
     http_body_timeout_seconds: PositiveFloat = 30.0

@@ -125,6 +125,7 @@ def create_app(
         max_depth=settings.max_json_depth,
         max_elements=settings.max_json_elements,
         local_mode=settings.local_mode,
+        sessions=gateway.legacy_session_slots,
     )
 
     @asynccontextmanager

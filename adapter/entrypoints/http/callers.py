@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -41,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter.domain.quotas import QuotaExceeded
 from adapter.entrypoints.http.shape import JsonShape, ShapeExceeded
-from adapter.services.quotas import Allowance
+from adapter.services.quotas import Allowance, Slots
 
 __all__ = ["CallerGate", "RequestBudget", "caller_key", "install_caller_gate", "jsonrpc_error_response"]
 
@@ -159,18 +160,46 @@ class CallerGate:
     one after another and everybody else's requests get their turns in between."""
 
     def __init__(
-        self, app: ASGIApp, *, budget: RequestBudget, max_depth: int, max_elements: int, local_mode: bool
+        self,
+        app: ASGIApp,
+        *,
+        budget: RequestBudget,
+        max_depth: int,
+        max_elements: int,
+        local_mode: bool,
+        sessions: Slots | None = None,
     ) -> None:
         self.app = app
         self.budget = budget
         self.max_depth, self.max_elements = max_depth, max_elements
         self.local_mode = local_mode
+        self.sessions = sessions  # 2025-era sessions per principal, counted by answers.py
         self._turns = _Turns()
+
+    def _opens_a_session(self, scope: Scope) -> bool:
+        """Whether the SDK would try to open a 2025-era session for this request: no session id, and
+        no protocol version or a handshake one (what its session manager looks at)."""
+        headers = Headers(scope=scope)
+        version = headers.get("mcp-protocol-version")
+        return "mcp-session-id" not in headers and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = caller_key(scope, self.local_mode) if scope["type"] == "http" else None
         if key is None:
             await self.app(scope, receive, send)
+            return
+        if (
+            self.sessions is not None
+            and self.sessions.held(key) >= self.sessions.per_key
+            and self._opens_a_session(scope)
+        ):  # refused at once, as cheaply as possible (admission in answers.py holds the exact count)
+            exc = QuotaExceeded(
+                "this principal holds every 2025-era session it may; end one (DELETE) or let one idle out",
+                self.sessions.per_key_setting,
+                self.sessions.per_key,
+            )
+            _refused("sessions", key, 429, exc.setting)
+            await _Request(self, key, scope, receive, send, declared=0).answer(_quota_messages(exc))
             return
         if scope["method"] != "POST":
             await _Request(self, key, scope, receive, send, declared=0).run()
