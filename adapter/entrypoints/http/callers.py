@@ -10,8 +10,9 @@ knows the principal and an unauthenticated request passes through unread to the 
   charged to the principal (``ADAPTER_MAX_REQUEST_BYTES_PER_SECOND_PER_PRINCIPAL``,
   ``ADAPTER_MAX_JSON_ELEMENTS_PER_SECOND_PER_PRINCIPAL``): a declared length when the request is
   admitted, the values and anything beyond it as they arrive. While a principal's budget is spent,
-  its next request is answered 429 with ``Retry-After`` without reading the body, so a caller that
-  sends expensive bodies slows only itself.
+  its next request waits (unread) until the budget is paid off, if that is within ``MAX_WAIT`` and
+  fewer than ``MAX_WAITING`` of its requests wait already; otherwise it is answered 429 with
+  ``Retry-After`` without reading the body. A caller that sends expensive bodies slows only itself.
 * **One large body at a time per principal** (``CallerGate.LARGE_BODY``): the SDK parses a body on
   the event loop that every caller shares (about 20 ms for 4 MB), so eight large calls of one
   principal at once would hold everyone else up for all eight; they wait their turn instead, and the
@@ -56,9 +57,15 @@ log = logging.getLogger("adapter.http")
 class RequestBudget:
     """Bytes and JSON values of request bodies a second, per principal, in this process."""
 
+    MAX_WAIT = 5.0
+    """Seconds a request over budget waits for it; a longer debt is refused at once (429)."""
+    MAX_WAITING = 16
+    """Requests of one principal that may wait at once; more are refused at once (429)."""
+
     def __init__(self, bytes_per_second: int, elements_per_second: int) -> None:
         self.bytes = Allowance(bytes_per_second, "max_request_bytes_per_second_per_principal")
         self.elements = Allowance(elements_per_second, "max_json_elements_per_second_per_principal")
+        self._waiting: dict[str, int] = {}
 
     def check(self, key: str) -> None:
         """Raise QuotaExceeded (saying when to try again) while ``key``'s budget is spent."""
@@ -71,6 +78,30 @@ class RequestBudget:
                     meter.rate,
                     retry_after=wait,
                 )
+
+    async def wait_for_turn(self, key: str) -> None:
+        """Wait until ``key``'s budget is paid off, when that is soon and few of its requests wait
+        already; else raise QuotaExceeded at once (saying when to try again).
+
+        A request over budget that waits costs nobody anything (its body stays unread), and a client
+        that sends the next one at once cannot make the server answer refusals as fast as it sends.
+        """
+        wait = max(self.bytes.wait(key), self.elements.wait(key))
+        if wait <= 0:
+            return
+        waiting = self._waiting.get(key, 0)
+        if wait > self.MAX_WAIT or waiting >= self.MAX_WAITING:
+            self.check(key)
+        self._waiting[key] = waiting + 1
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            left = self._waiting[key] - 1
+            if left:
+                self._waiting[key] = left
+            else:
+                del self._waiting[key]
+        self.check(key)
 
 
 def caller_key(scope: Scope, local_mode: bool) -> str | None:
@@ -229,7 +260,7 @@ class _Request:
 
     async def admit_and_run(self) -> None:
         try:
-            self.gate.budget.check(self.key)
+            await self.gate.budget.wait_for_turn(self.key)
         except QuotaExceeded as exc:
             _refused("budget", self.key, 429, exc.setting)
             await self.answer(_quota_messages(exc))
