@@ -85,7 +85,7 @@ async def test_a_session_the_client_ends_gives_its_slot_back(server: Any) -> Non
         assert (await initialize(http, server, server.alice_token)).status_code == 200
 
 
-@pytest.mark.parametrize("settings_overrides", [{**CAPS, "legacy_session_idle_seconds": 0.5}])
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "legacy_session_idle_seconds": 2.5}])
 async def test_idle_sessions_expire_and_give_their_slots_back(server: Any) -> None:
     async with httpx.AsyncClient(timeout=30.0) as http:
         for _ in range(3):

@@ -18,7 +18,7 @@ knows the principal and an unauthenticated request passes through unread to the 
   principal at once would hold everyone else up for all eight; they wait their turn instead, and the
   others' requests are served between them.
 * **A 2025-era session** that would pass the principal's cap (``answers.py`` counts them) is answered
-  429 the same way.
+  429 the same way, after a second's wait (``SESSION_WAIT``) in which a slot may free up.
 
 Every refusal is one JSON-RPC error (``-32029`` with ``data.code = "quota_exceeded"`` for a spent
 budget or a full session cap, ``-32600`` for a body too deep or too large) and one log line.
@@ -54,18 +54,40 @@ LOCAL_KEY = "local/local"
 log = logging.getLogger("adapter.http")
 
 
+class Waiting:
+    """How many requests of each principal wait in this process (a bounded number may)."""
+
+    MAX_WAITING = 16
+    """Requests of one principal that may wait at once; more are refused at once (429)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, int] = {}
+
+    def full(self, key: str) -> bool:
+        return self._waiting.get(key, 0) >= self.MAX_WAITING
+
+    async def sleep(self, key: str, seconds: float) -> None:
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            left = self._waiting[key] - 1
+            if left:
+                self._waiting[key] = left
+            else:
+                del self._waiting[key]
+
+
 class RequestBudget:
     """Bytes and JSON values of request bodies a second, per principal, in this process."""
 
     MAX_WAIT = 5.0
     """Seconds a request over budget waits for it; a longer debt is refused at once (429)."""
-    MAX_WAITING = 16
-    """Requests of one principal that may wait at once; more are refused at once (429)."""
 
     def __init__(self, bytes_per_second: int, elements_per_second: int) -> None:
         self.bytes = Allowance(bytes_per_second, "max_request_bytes_per_second_per_principal")
         self.elements = Allowance(elements_per_second, "max_json_elements_per_second_per_principal")
-        self._waiting: dict[str, int] = {}
+        self.waiting = Waiting()
 
     def check(self, key: str) -> None:
         """Raise QuotaExceeded (saying when to try again) while ``key``'s budget is spent."""
@@ -89,18 +111,9 @@ class RequestBudget:
         wait = max(self.bytes.wait(key), self.elements.wait(key))
         if wait <= 0:
             return
-        waiting = self._waiting.get(key, 0)
-        if wait > self.MAX_WAIT or waiting >= self.MAX_WAITING:
+        if wait > self.MAX_WAIT or self.waiting.full(key):
             self.check(key)
-        self._waiting[key] = waiting + 1
-        try:
-            await asyncio.sleep(wait)
-        finally:
-            left = self._waiting[key] - 1
-            if left:
-                self._waiting[key] = left
-            else:
-                del self._waiting[key]
+        await self.waiting.sleep(key, wait)
         self.check(key)
 
 
@@ -207,6 +220,31 @@ class CallerGate:
         self.sessions = sessions  # 2025-era sessions per principal, counted by answers.py
         self._turns = _Turns()
 
+    SESSION_WAIT = 1.0
+    """Seconds an ``initialize`` over the principal's cap waits before its 429 (a slot may free up
+    meanwhile): a flood of them is answered at the pace of its connections, not as fast as it sends."""
+
+    def _at_session_cap(self, key: str) -> bool:
+        return self.sessions is not None and self.sessions.held(key) >= self.sessions.per_key
+
+    async def _refuse_a_session(self, key: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refused before the SDK reads the request (admission in answers.py keeps the exact count),
+        after a short wait unless many of the principal's requests wait already."""
+        waiting = self.budget.waiting
+        if not waiting.full(key):
+            await waiting.sleep(key, self.SESSION_WAIT)
+            if not self._at_session_cap(key):
+                await _Request(self, key, scope, receive, send, declared=0).run()
+                return
+        assert self.sessions is not None
+        exc = QuotaExceeded(
+            "this principal holds every 2025-era session it may; end one (DELETE) or let one idle out",
+            self.sessions.per_key_setting,
+            self.sessions.per_key,
+        )
+        _refused("sessions", key, 429, exc.setting)
+        await _Request(self, key, scope, receive, send, declared=0).answer(_quota_messages(exc))
+
     def _opens_a_session(self, scope: Scope) -> bool:
         """Whether the SDK would try to open a 2025-era session for this request: no session id, and
         no protocol version or a handshake one (what its session manager looks at)."""
@@ -219,18 +257,8 @@ class CallerGate:
         if key is None:
             await self.app(scope, receive, send)
             return
-        if (
-            self.sessions is not None
-            and self.sessions.held(key) >= self.sessions.per_key
-            and self._opens_a_session(scope)
-        ):  # refused at once, as cheaply as possible (admission in answers.py holds the exact count)
-            exc = QuotaExceeded(
-                "this principal holds every 2025-era session it may; end one (DELETE) or let one idle out",
-                self.sessions.per_key_setting,
-                self.sessions.per_key,
-            )
-            _refused("sessions", key, 429, exc.setting)
-            await _Request(self, key, scope, receive, send, declared=0).answer(_quota_messages(exc))
+        if self._at_session_cap(key) and self._opens_a_session(scope):
+            await self._refuse_a_session(key, scope, receive, send)
             return
         if scope["method"] != "POST":
             await _Request(self, key, scope, receive, send, declared=0).run()
