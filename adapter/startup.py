@@ -102,7 +102,7 @@ def warn_about_unknown_settings(environ: Mapping[str, str]) -> list[str]:
     Known: every field of :class:`Settings`, of the SQL port's ``ADAPTER_SQL_*`` settings, and the
     few names the kit passes itself. A port of your own reads its settings under a prefix of its own.
     """
-    from adapter.legacy.sql import SqlPortSettings
+    from adapter.legacy.sql_settings import SqlPortSettings
 
     known = {"ADAPTER_" + name.upper() for name in Settings.model_fields}
     known |= {"ADAPTER_SQL_" + name.upper() for name in SqlPortSettings.model_fields}

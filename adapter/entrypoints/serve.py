@@ -1,7 +1,9 @@
 """Running the MCP server: over HTTP (uvicorn) or over stdio.
 
 Logs go to stderr as one JSON line per request (``adapter.requests``). On stdio, stdout carries
-only MCP messages.
+only MCP messages. The kit is imported inside the two entry functions: the supervisor of
+``serve --workers N`` imports this module for its two helpers and builds nothing (it stayed at
+117 MB of RSS beside its workers when it imported everything).
 """
 
 from __future__ import annotations
@@ -11,17 +13,7 @@ import ipaddress
 import logging
 import sys
 
-import anyio
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-
-from adapter.bootstrap import build
 from adapter.config import ConfigError, Settings
-from adapter.entrypoints.background import run_maintenance_loop
-from adapter.entrypoints.mcp.eras import lock_stdio_era
-from adapter.entrypoints.mcp.feed import run_event_feed
-from adapter.entrypoints.mcp.server import McpGateway
-from adapter.startup import check_serving
 
 __all__ = ["configure_logging", "serve_http", "serve_stdio"]
 
@@ -44,8 +36,10 @@ def _is_loopback(host: str) -> bool:
 def serve_http(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
+    from adapter.bootstrap import build
     from adapter.entrypoints.http.app import create_app
     from adapter.entrypoints.http.connections import uvicorn_options
+    from adapter.startup import check_serving
 
     if settings.local_mode and not _is_loopback(host):
         raise ConfigError(
@@ -71,6 +65,17 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
 def serve_stdio(settings: Settings) -> int:
     """Serve one host over stdio. The host started this process, so it is the one local principal;
     bearer tokens belong to HTTP and are ignored here."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    from adapter.bootstrap import build
+    from adapter.entrypoints.background import run_maintenance_loop
+    from adapter.entrypoints.mcp.eras import lock_stdio_era
+    from adapter.entrypoints.mcp.feed import run_event_feed
+    from adapter.entrypoints.mcp.server import McpGateway
+    from adapter.startup import check_serving
+
     settings = settings.model_copy(update={"tokens": None})
     check_serving(settings)
     configure_logging()

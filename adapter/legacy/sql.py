@@ -42,7 +42,6 @@ from typing import Any
 
 import psycopg
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import (
     Column,
     Connection,
@@ -63,6 +62,7 @@ from sqlalchemy import exc as sa_exc
 
 from adapter.config import ConfigError
 from adapter.legacy.outcomes import Step, batch_status, closing_on_error, refused, where
+from adapter.legacy.sql_settings import SqlPortSettings
 from adapter.ports.legacy import (
     BatchStatus,
     CommittedBatch,
@@ -526,17 +526,6 @@ def lose_commit_reply(port: SqlPort) -> Iterator[None]:
     finally:
         with port._lock:
             port._lose_replies -= 1
-
-
-class SqlPortSettings(BaseSettings):
-    """``ADAPTER_SQL_*``: where the legacy database is and which tables are targets."""
-
-    model_config = SettingsConfigDict(env_prefix="ADAPTER_SQL_", extra="ignore")
-
-    url: str
-    tables: str = ""  # comma-separated; empty: every table with a primary key
-    schema_name: str | None = None
-    ledger_table: str = "adapter_batch_ledger"
 
 
 def from_settings(settings: Any) -> SqlPort:
