@@ -26,9 +26,9 @@ class Quotas:
     legacy_sessions: int = 16
     max_listens_per_principal: int = 8
     max_legacy_sessions_per_principal: int = 32
-    max_stage_bytes_per_second_per_principal: int = 4 * MIB
-    max_stage_records_per_second_per_principal: int = 5000
-    max_stage_bytes_per_second_per_tenant: int = 8 * MIB
-    max_stage_records_per_second_per_tenant: int = 10_000
+    max_stage_bytes_per_second_per_principal: int = 8 * MIB
+    max_stage_records_per_second_per_principal: int = 20_000
+    max_stage_bytes_per_second_per_tenant: int = 16 * MIB
+    max_stage_records_per_second_per_tenant: int = 40_000
     max_uris_per_listen: int = 100
     delete_batch_size: int = 2000
