@@ -78,6 +78,7 @@ class Settings(BaseSettings):
     max_json_elements: int = Field(default=100_000, ge=1000)
     max_request_bytes_per_second_per_principal: int = Field(default=16 * MIB, ge=1024)
     max_json_elements_per_second_per_principal: int = Field(default=200_000, ge=1000)
+    max_requests_per_second_per_principal: int = Field(default=200, ge=1)
     http_header_timeout_seconds: PositiveFloat = 10.0
     http_body_timeout_seconds: PositiveFloat = 30.0
     http_keep_alive_seconds: int = Field(default=5, ge=1, le=3600)

@@ -23,6 +23,7 @@ UNMETERED: dict[str, int] = {
     "max_stage_records_per_second_per_tenant": 1 << 30,
     "max_request_bytes_per_second_per_principal": 1 << 40,
     "max_json_elements_per_second_per_principal": 1 << 40,
+    "max_requests_per_second_per_principal": 1 << 30,
 }
 """The per-principal and per-tenant rates (staging, request budget) out of reach: a benchmark of the
 kit's speed drives one principal as fast as it can, which is the load it measures, not a caller to

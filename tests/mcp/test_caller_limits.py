@@ -5,7 +5,8 @@ A body is counted while it streams in: past ``ADAPTER_MAX_JSON_ELEMENTS`` values
 ``ADAPTER_MAX_JSON_DEPTH`` levels it is answered 400 with a JSON-RPC error before any parser builds it
 (the SDK never sees the request: no request log line). The bytes and values a principal sends are
 charged to it; once its budget is spent its next request waits for it (or, for a long debt, is 429
-with ``Retry-After``), while other principals go on. The body limit is one limit, the kit's and the SDK's, answered as a JSON-RPC error.
+with ``Retry-After``), while other principals go on. The body limit is one limit, the kit's and the
+SDK's, answered as a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -238,3 +239,16 @@ async def test_one_large_body_of_a_principal_at_a_time_and_others_go_on(server: 
     first_rest.set()
     assert (await asyncio.wait_for(first, 30)).status_code == 200
     assert (await asyncio.wait_for(second, 30)).status_code == 200
+
+
+@pytest.mark.parametrize("settings_overrides", [{"max_requests_per_second_per_principal": 2}])
+async def test_requests_a_second_are_charged_too(server: Any) -> None:
+    """Two a second, one second's worth at first: alice's fourth request in a row is admitted half
+    a second after her first at the earliest; bob's meanwhile at once."""
+    started = asyncio.get_running_loop().time()
+    for _ in range(3):
+        assert (await post(server, add_body(b"[{}]"), server.alice_token)).status_code == 200
+    fourth = asyncio.create_task(post(server, add_body(b"[{}]"), server.alice_token))
+    assert (await post(server, add_body(b"[{}]"), server.bob_token)).status_code == 200
+    assert (await asyncio.wait_for(fourth, 30)).status_code == 200
+    assert asyncio.get_running_loop().time() - started >= 0.5

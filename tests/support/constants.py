@@ -46,6 +46,7 @@ the rates set their own (``tests/core/test_staging_rates.py``)."""
 UNMETERED_HTTP = {
     "max_request_bytes_per_second_per_principal": 1 << 40,
     "max_json_elements_per_second_per_principal": 1 << 40,
+    "max_requests_per_second_per_principal": 1 << 30,
 }
 """The same for what HTTP requests may cost a principal (``tests/mcp/test_caller_limits.py``)."""
 

@@ -121,6 +121,7 @@ def create_app(
         budget=RequestBudget(
             settings.max_request_bytes_per_second_per_principal,
             settings.max_json_elements_per_second_per_principal,
+            settings.max_requests_per_second_per_principal,
         ),
         max_depth=settings.max_json_depth,
         max_elements=settings.max_json_elements,

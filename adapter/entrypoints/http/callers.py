@@ -6,13 +6,14 @@ knows the principal and an unauthenticated request passes through unread to the 
 * **The shape of a body** (:class:`~adapter.entrypoints.http.shape.JsonShape`): each chunk is counted
   as the SDK reads it; past ``ADAPTER_MAX_JSON_DEPTH`` or ``ADAPTER_MAX_JSON_ELEMENTS`` the request
   is answered 400 with a JSON-RPC error at once, before any parser builds the document.
-* **What reading it cost** (:class:`RequestBudget`): the bytes and the JSON values of every body are
-  charged to the principal (``ADAPTER_MAX_REQUEST_BYTES_PER_SECOND_PER_PRINCIPAL``,
-  ``ADAPTER_MAX_JSON_ELEMENTS_PER_SECOND_PER_PRINCIPAL``): a declared length when the request is
-  admitted, the values and anything beyond it as they arrive. While a principal's budget is spent,
-  its next request waits (unread) until the budget is paid off, if that is within ``MAX_WAIT`` and
-  fewer than ``MAX_WAITING`` of its requests wait already; otherwise it is answered 429 with
-  ``Retry-After`` without reading the body. A caller that sends expensive bodies slows only itself.
+* **What reading it cost** (:class:`RequestBudget`): every request, and the bytes and the JSON
+  values of its body, are charged to the principal (``ADAPTER_MAX_REQUESTS_PER_SECOND_PER_PRINCIPAL``,
+  ``ADAPTER_MAX_REQUEST_BYTES_PER_SECOND_PER_PRINCIPAL``,
+  ``ADAPTER_MAX_JSON_ELEMENTS_PER_SECOND_PER_PRINCIPAL``): the request and a declared length when it
+  is admitted, the values and any bytes beyond that length as they arrive. While a principal's
+  budget is spent, its next request waits (unread) until the budget is paid off, if that is within
+  ``MAX_WAIT`` and fewer than ``MAX_WAITING`` of its requests wait already; otherwise it is answered
+  429 with ``Retry-After`` without reading the body. A caller that sends expensive bodies slows only itself.
 * **One large body at a time per principal** (``CallerGate.LARGE_BODY``): the SDK parses a body on
   the event loop that every caller shares (about 20 ms for 4 MB), so eight large calls of one
   principal at once would hold everyone else up for all eight; they wait their turn instead, and the
@@ -79,19 +80,26 @@ class Waiting:
 
 
 class RequestBudget:
-    """Bytes and JSON values of request bodies a second, per principal, in this process."""
+    """Requests, and bytes and JSON values of request bodies, a second, per principal, in this
+    process."""
 
     MAX_WAIT = 5.0
     """Seconds a request over budget waits for it; a longer debt is refused at once (429)."""
 
-    def __init__(self, bytes_per_second: int, elements_per_second: int) -> None:
+    def __init__(self, bytes_per_second: int, elements_per_second: int, requests_per_second: int) -> None:
         self.bytes = Allowance(bytes_per_second, "max_request_bytes_per_second_per_principal")
         self.elements = Allowance(elements_per_second, "max_json_elements_per_second_per_principal")
+        self.requests = Allowance(requests_per_second, "max_requests_per_second_per_principal")
         self.waiting = Waiting()
+        self._meters = (
+            (self.requests, "requests"),
+            (self.bytes, "request bytes"),
+            (self.elements, "JSON values"),
+        )
 
     def check(self, key: str) -> None:
         """Raise QuotaExceeded (saying when to try again) while ``key``'s budget is spent."""
-        for meter, what in ((self.bytes, "request bytes"), (self.elements, "JSON values")):
+        for meter, what in self._meters:
             wait = meter.wait(key)
             if wait > 0:
                 raise QuotaExceeded(
@@ -108,7 +116,7 @@ class RequestBudget:
         A request over budget that waits costs nobody anything (its body stays unread), and a client
         that sends the next one at once cannot make the server answer refusals as fast as it sends.
         """
-        wait = max(self.bytes.wait(key), self.elements.wait(key))
+        wait = max(meter.wait(key) for meter, _ in self._meters)
         if wait <= 0:
             return
         if wait > self.MAX_WAIT or self.waiting.full(key):
@@ -261,7 +269,7 @@ class CallerGate:
             await self._refuse_a_session(key, scope, receive, send)
             return
         if scope["method"] != "POST":
-            await _Request(self, key, scope, receive, send, declared=0).run()
+            await _Request(self, key, scope, receive, send, declared=0).admit_and_run()
             return
         value = Headers(scope=scope).get("content-length")
         declared = int(value) if value is not None and value.isdigit() else None
@@ -293,7 +301,9 @@ class _Request:
             _refused("budget", self.key, 429, exc.setting)
             await self.answer(_quota_messages(exc))
             return
-        self.gate.budget.bytes.charge(self.key, self.declared)  # at once: the next request sees it
+        budget = self.gate.budget
+        budget.requests.charge(self.key, 1)
+        budget.bytes.charge(self.key, self.declared)  # at once: the next request sees it
         await self.run()
 
     async def run(self) -> None:
