@@ -1,4 +1,4 @@
-"""Quotas: how much one import, principal or tenant may hold or run at once.
+"""Quotas: how much one import, principal or tenant may hold or run at once, or stage a second.
 
 Every quota refuses *new* work with ``quota_exceeded`` and a message naming the setting and its
 value; nothing already accepted is failed or dropped because a quota was reached. The defaults are
