@@ -211,6 +211,10 @@ class CallerGate:
     answered: it is parsed on the event loop every caller shares, so one caller's bodies are parsed
     one after another and everybody else's requests get their turns in between."""
 
+    SESSION_WAIT = 1.0
+    """Seconds an ``initialize`` over the principal's cap waits before its 429 (a slot may free up
+    meanwhile): a flood of them is answered at the pace of its connections, not as fast as it sends."""
+
     def __init__(
         self,
         app: ASGIApp,
@@ -228,10 +232,6 @@ class CallerGate:
         self.sessions = sessions  # 2025-era sessions per principal, counted by answers.py
         self._turns = _Turns()
 
-    SESSION_WAIT = 1.0
-    """Seconds an ``initialize`` over the principal's cap waits before its 429 (a slot may free up
-    meanwhile): a flood of them is answered at the pace of its connections, not as fast as it sends."""
-
     def _at_session_cap(self, key: str) -> bool:
         return self.sessions is not None and self.sessions.held(key) >= self.sessions.per_key
 
@@ -241,8 +241,8 @@ class CallerGate:
         waiting = self.budget.waiting
         if not waiting.full(key):
             await waiting.sleep(key, self.SESSION_WAIT)
-            if not self._at_session_cap(key):
-                await _Request(self, key, scope, receive, send, declared=0).run()
+            if not self._at_session_cap(key):  # a slot came free meanwhile: on as any request
+                await _Request(self, key, scope, receive, send, declared=0).admit_and_run()
                 return
         assert self.sessions is not None
         exc = QuotaExceeded(
