@@ -134,5 +134,7 @@ def build(
         store=store,
         legacy=legacy,
         service=service,
-        admin=AdminService(ctx, resume=service.resumer(wait=False)),
+        admin=AdminService(
+            ctx, resume=service.resumer(wait=False), min_free_disk_bytes=settings.min_free_disk_bytes
+        ),
     )

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PositiveFloat, ValidationError, field_validator
+from pydantic import Field, PositiveFloat, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from adapter.domain.quotas import Quotas
 
 __all__ = ["ConfigError", "Settings", "ensure_secret_file", "load_settings"]
+
+
+MIB = 1024 * 1024
 
 
 class ConfigError(Exception):
@@ -73,13 +76,27 @@ class Settings(BaseSettings):
     admin_token: str | None = None
     admin_readonly_token: str | None = None
     # --- limits before authentication, operator sessions (docs/operations.md, "Limits") ---
-    max_body_bytes: int | None = Field(default=None, ge=1024)
+    # One body limit for the kit and the SDK (which refuses above its own, 4 MiB by default).
+    max_body_bytes: int = Field(default=4 * MIB, ge=1024, le=256 * MIB)
     admin_max_body_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
     api_docs: bool = False
     dashboard_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     operator_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
     login_max_failures: int = Field(default=5, ge=1, le=1000)
     login_failure_window_seconds: PositiveFloat = 60.0
+    # --- what one HTTP request may cost, and the connections (docs/operations.md, "Limits") ---
+    max_json_depth: int = Field(default=64, ge=8, le=1000)
+    max_json_elements: int = Field(default=100_000, ge=1000)
+    max_request_bytes_per_second_per_principal: int = Field(default=16 * MIB, ge=1024)
+    max_json_elements_per_second_per_principal: int = Field(default=200_000, ge=1000)
+    max_requests_per_second_per_principal: int = Field(default=200, ge=1)
+    http_header_timeout_seconds: PositiveFloat = 10.0
+    http_body_timeout_seconds: PositiveFloat = 30.0
+    http_keep_alive_seconds: int = Field(default=5, ge=1, le=3600)
+    http_max_connections: int = Field(default=1000, ge=1)
+    # Addresses whose X-Forwarded-For / X-Forwarded-Proto are believed (a reverse proxy); empty: none.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    min_free_disk_bytes: int = Field(default=64 * MIB, ge=0)
     # --- quotas and fairness (adapter/domain/quotas.py; docs/operations.md, "Quotas") ---
     max_records_per_import: int = Field(default=100_000, ge=1, le=100_000_000)
     max_import_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
@@ -88,6 +105,11 @@ class Settings(BaseSettings):
     max_commits_per_tenant: int = Field(default=4, ge=1)
     legacy_sessions: int = Field(default=16, ge=1, le=1000)
     max_listens_per_principal: int = Field(default=8, ge=1)
+    max_legacy_sessions_per_principal: int = Field(default=32, ge=1)
+    max_stage_bytes_per_second_per_principal: int = Field(default=8 * MIB, ge=1024)
+    max_stage_records_per_second_per_principal: int = Field(default=20_000, ge=1)
+    max_stage_bytes_per_second_per_tenant: int = Field(default=16 * MIB, ge=1024)
+    max_stage_records_per_second_per_tenant: int = Field(default=40_000, ge=1)
     max_uris_per_listen: int = Field(default=100, ge=1, le=10_000)
     delete_batch_size: int = Field(default=2000, ge=1, le=100_000)
     # --- reconciliation and retention ---
@@ -112,7 +134,9 @@ class Settings(BaseSettings):
     # Which MCP protocol eras are served: "modern" (2026-07-28, per-request envelope) and "legacy"
     # (the 2024-11-05 .. 2025-11-25 initialize handshake). Default both; "modern" for modern-only.
     protocol_eras: Annotated[list[Era], NoDecode] = Field(default_factory=_both_eras, min_length=1)
-    legacy_session_idle_seconds: PositiveFloat = 1800.0
+    legacy_session_idle_seconds: PositiveFloat = 300.0
+    # The SDK's max_sessions for this process: above what one principal may hold (checked below).
+    legacy_max_sessions: int = Field(default=10_000, ge=2)
     # --- OAuth 2.1 resource server (docs/operations.md, "Signing in through an identity provider") ---
     # Set: tokens come from this authorization server (JWTs checked against its keys, or RFC 7662
     # introspection); excludes ADAPTER_TOKENS. See adapter/entrypoints/oauth/.
@@ -151,6 +175,7 @@ class Settings(BaseSettings):
         "dashboard_allowed_origins",
         "protocol_eras",
         "oauth_algorithms",
+        "trusted_proxies",
         mode="before",
     )
     @classmethod
@@ -205,13 +230,23 @@ class Settings(BaseSettings):
         if wrong:
             raise ValueError(f"{wrong[0]!r} is not allowed; use some of {', '.join(sorted(allowed))}")
         return value
+    @model_validator(mode="after")
+    def _one_principal_cannot_fill_the_process(self) -> Settings:
+        """The SDK refuses every new 2025-era session once ``legacy_max_sessions`` are open; one
+        principal at its own cap must leave room for the others."""
+        if self.max_legacy_sessions_per_principal >= self.legacy_max_sessions:
+            raise ValueError(
+                "ADAPTER_MAX_LEGACY_SESSIONS_PER_PRINCIPAL must be below ADAPTER_LEGACY_MAX_SESSIONS "
+                f"({self.max_legacy_sessions_per_principal} >= {self.legacy_max_sessions})"
+            )
+        return self
 
     def quotas(self) -> Quotas:
         return Quotas(**{name: getattr(self, name) for name in Quotas.__dataclass_fields__})
 
     def body_limit(self) -> int:
-        """Bytes of one HTTP request body: ADAPTER_MAX_BODY_BYTES, else room for one full add call."""
-        return self.max_body_bytes or self.max_records_per_call * self.max_record_bytes + 1024 * 1024
+        """Bytes of one HTTP request body (ADAPTER_MAX_BODY_BYTES): the kit's limit and the SDK's."""
+        return self.max_body_bytes
 
     @field_validator("secret")
     @classmethod
@@ -263,7 +298,9 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "ADAPTER_" + str(first["loc"][0]).upper() if first["loc"] else "settings"
+        if not first["loc"]:  # a rule over several settings: its message names them
+            raise ConfigError(f"invalid settings: {first['msg'].removeprefix('Value error, ')}") from None
+        name = "ADAPTER_" + str(first["loc"][0]).upper()
         raise ConfigError(f"invalid setting {name}: {first['msg']}") from None
     except SettingsError as exc:
         raise ConfigError(str(exc).splitlines()[0]) from None

@@ -5,8 +5,11 @@
   sent, so a shorter grace period would believe "not committed" of a batch that is about to appear.
 * :func:`warn_about_token_file` warns when the bearer token file can be read by other users.
 * :func:`create_owner_only` creates the SQLite database and the embedded simulator's file readable
-  by their owner only, in local mode (where a handle is a bearer secret and the files hold them all);
-  the simulator's file only when the simulator is the port.
+  by their owner only, in either mode: they hold every tenant's records (and in local mode, where a
+  handle is a bearer secret, all of those too); the simulator's file only when the simulator is the
+  port.
+* :func:`warn_about_unknown_settings` names every ``ADAPTER_*`` variable that no setting reads (a
+  misspelt name was ignored silently).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -26,7 +30,11 @@ __all__ = [
     "create_owner_only",
     "sqlite_path",
     "warn_about_token_file",
+    "warn_about_unknown_settings",
 ]
+
+# ADAPTER_* names read outside Settings: the SQL port's own settings are checked by their model.
+_OTHER_NAMES = frozenset({"ADAPTER_WORKER_PUBLIC_URL", "ADAPTER_TEST_POSTGRES_URL"})
 
 log = logging.getLogger("adapter.startup")
 
@@ -100,14 +108,12 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def create_owner_only(settings: Settings, *, simulator: bool = True) -> None:
-    """In local mode, create the database and legacy files as 0600 before SQLite creates them.
+    """Create the database and legacy files as 0600 before SQLite creates them.
 
     SQLite gives its ``-wal`` and ``-shm`` files the mode of the database file. Files that already
     exist are left as they are. The embedded simulator's file only when the simulator is the port:
     not with ``ADAPTER_LEGACY_PORT``, nor when the caller passes a port (``simulator=False``).
     """
-    if not settings.local_mode:
-        return
     paths = [sqlite_path(settings.database_url)]
     if simulator and settings.legacy_url == "embedded" and not settings.legacy_port:
         paths.append(Path(settings.legacy_db))
@@ -120,3 +126,21 @@ def create_owner_only(settings: Settings, *, simulator: bool = True) -> None:
             pass
         except OSError as exc:  # a missing directory: SQLite reports it better
             log.debug("could not pre-create %s: %s", path, exc)
+
+
+def warn_about_unknown_settings(environ: Mapping[str, str]) -> list[str]:
+    """Log one warning naming the ``ADAPTER_*`` variables no setting reads; returns them, sorted.
+
+    Known: every field of :class:`Settings`, of the SQL port's ``ADAPTER_SQL_*`` settings, and the
+    few names the kit passes itself. A port of your own reads its settings under a prefix of its own.
+    """
+    from adapter.legacy.sql_settings import SqlPortSettings
+
+    known = {"ADAPTER_" + name.upper() for name in Settings.model_fields}
+    known |= {"ADAPTER_SQL_" + name.upper() for name in SqlPortSettings.model_fields}
+    unknown = sorted(
+        name for name in environ if name.startswith("ADAPTER_") and name not in known | _OTHER_NAMES
+    )
+    if unknown:
+        log.warning("unknown settings ignored: %s (see docs/operations.md, Settings)", ", ".join(unknown))
+    return unknown

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from core_import import make_records
-from harness import DEFAULT_POSTGRES_URL, fresh_database
+from harness import DEFAULT_POSTGRES_URL, UNMETERED, fresh_database
 from mcp_calls import ITEMS, TypedTargets
 from mcp_types import CallToolRequestParams, JSONRPCRequest
 
@@ -93,6 +93,7 @@ def main() -> int:
             secret=secrets.token_hex(32),
             secret_file=str(Path(tmp) / "unused.secret"),
             max_records_per_call=max(n, 1000),
+            **UNMETERED,
         )
         kit = build(settings, legacy=TypedTargets(build_legacy_port(settings), schema=True))
         try:

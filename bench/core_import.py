@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
+from harness import DEFAULT_POSTGRES_URL, UNMETERED, fresh_database, simulator
 
 from adapter.bootstrap import Kit, build
 from adapter.config import load_settings
@@ -116,6 +116,7 @@ def build_kit(url: str, address: Address, batch: int, records: int = 0) -> Kit:
         max_records_per_call=max(batch, 1000),
         # the quota's default (100,000 per import) would refuse the memory run's 200,000 records
         max_records_per_import=max(records, 100_000),
+        **UNMETERED,
     )
     return build(settings)
 

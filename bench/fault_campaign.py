@@ -60,7 +60,7 @@ for _path in (REPO, REPO / "bench"):  # standalone or imported by path: find the
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator  # noqa: E402
+from harness import DEFAULT_POSTGRES_URL, UNMETERED, fresh_database, simulator  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from adapter.bootstrap import Kit, build  # noqa: E402
@@ -298,6 +298,7 @@ def build_kit(database_url: str, address: Address, config: CampaignConfig) -> tu
         unknown_grace_seconds=config.unknown_grace_seconds,
         # One tenant stands in for many clients here: its concurrent commits are the point, not a quota.
         max_commits_per_tenant=1000,
+        **UNMETERED,
     )
     losing = LosingPort(SimulatorPort.tcp(*address, timeout=config.legacy_timeout))
     kit = build(settings, legacy=losing)

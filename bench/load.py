@@ -48,7 +48,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
+from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator, unmetered_env
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL_VERSION = "2026-07-28"
@@ -302,6 +302,7 @@ def kit_env(database_url: str, legacy: str, clients: int, workers: int) -> dict[
         # PostgreSQL's 100 connections for both workers together (docs/deployment.md, sizing).
         ADAPTER_DB_POOL_SIZE=str(clients // workers + 8),
         ADAPTER_DB_MAX_OVERFLOW="8",
+        **unmetered_env(),  # one principal, many clients: the load, not the rates
     )
     return env
 

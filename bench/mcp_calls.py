@@ -109,6 +109,7 @@ from legacy_sim.process import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_import import DEFAULT_POSTGRES_URL, DatabaseFactory, make_records, simulator
+from harness import UNMETERED
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token-" + secrets.token_hex(16)
@@ -833,6 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "secret_file": str(workdir / "unused.secret"),
             "tokens": str(tokens_path) if tokens_path else None,
             "max_records_per_call": max(args.batch, 1000),
+            **UNMETERED,
         }
         config: dict[str, Any] = {"settings": settings, "schema": args.schema == "typed", "profile_names": []}
         if args.profile_add:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_POSTGRES_URL, fresh_database
+from harness import DEFAULT_POSTGRES_URL, UNMETERED, fresh_database
 from sqlalchemy import Engine, MetaData, Table, create_engine, text
 
 from adapter.bootstrap import build
@@ -100,7 +100,9 @@ def direct_copy(engine: Engine, schema: str, rows: list[dict[str, Any]]) -> floa
 
 
 def through_kit(port: SqlPort, store_url: str, rows: list[dict[str, Any]], batch: int) -> dict[str, float]:
-    settings = load_settings(database_url=store_url, secret=secrets.token_hex(32), commit_chunk_size=500)
+    settings = load_settings(
+        database_url=store_url, secret=secrets.token_hex(32), commit_chunk_size=500, **UNMETERED
+    )
     kit = build(settings, legacy=port)
     try:
         started = time.perf_counter()

@@ -18,13 +18,14 @@ import adapter.entrypoints.http.app  # noqa: F401  (see below)
 from adapter.bootstrap import Kit
 from adapter.domain.cursors import CursorCodec
 from adapter.domain.identity import HandleCodec, Principal
+from adapter.domain.quotas import Quotas
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import ImportService, ServiceContext
 from adapter.store import Store
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
-from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, SECRET_BYTES
+from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, SECRET_BYTES, UNMETERED
 from tests.support.kit import kit_settings, running_kit
 from tests.support.postgres import postgres_schema, require_postgres
 
@@ -91,6 +92,7 @@ def ctx(store: Store, legacy_port: SimulatorPort) -> ServiceContext:
         codec=HandleCodec(SECRET_BYTES),
         cursors=CursorCodec(SECRET_BYTES),
         commit_policy=FAST_RETRIES,
+        quotas=Quotas(**UNMETERED),
     )
 
 

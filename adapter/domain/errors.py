@@ -123,10 +123,13 @@ class QuotaExceeded(AdapterError):
 
     code = "quota_exceeded"
 
-    def __init__(self, what: str, setting: str, limit: int) -> None:
-        super().__init__(f"{what} (ADAPTER_{setting.upper()}={limit})")
+    def __init__(self, what: str, setting: str, limit: int, *, retry_after: float | None = None) -> None:
+        """``retry_after``: for a rate, the seconds until the caller may send again (in the message)."""
+        when = f"; try again in {retry_after:.1f} s" if retry_after is not None else ""
+        super().__init__(f"{what}{when} (ADAPTER_{setting.upper()}={limit})")
         self.setting = setting
         self.limit = limit
+        self.retry_after = retry_after
 
 
 class InvalidRequest(AdapterError):

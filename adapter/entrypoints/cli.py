@@ -121,7 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     run: Callable[[Settings, argparse.Namespace], int] = args.run
     try:
-        return run(load_settings(), args)
+        settings = load_settings()
+        from adapter.startup import warn_about_unknown_settings
+
+        warn_about_unknown_settings(os.environ)
+        return run(settings, args)
     except ConfigError as exc:
         print(f"adapter: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,9 @@
 """Running the MCP server: over HTTP (uvicorn) or over stdio.
 
 Logs go to stderr as one JSON line per request (``adapter.requests``). On stdio, stdout carries
-only MCP messages.
+only MCP messages. The kit is imported inside the two entry functions: the supervisor of
+``serve --workers N`` imports this module for its two helpers and builds nothing (it stayed at
+117 MB of RSS beside its workers when it imported everything).
 """
 
 from __future__ import annotations
@@ -11,17 +13,7 @@ import ipaddress
 import logging
 import sys
 
-import anyio
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-
-from adapter.bootstrap import build
 from adapter.config import ConfigError, Settings
-from adapter.entrypoints.background import run_maintenance_loop
-from adapter.entrypoints.mcp.eras import lock_stdio_era
-from adapter.entrypoints.mcp.feed import run_event_feed
-from adapter.entrypoints.mcp.server import McpGateway
-from adapter.startup import check_schema_current, check_serving
 
 __all__ = ["configure_logging", "serve_http", "serve_stdio"]
 
@@ -44,7 +36,10 @@ def _is_loopback(host: str) -> bool:
 def serve_http(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
+    from adapter.bootstrap import build
     from adapter.entrypoints.http.app import create_app
+    from adapter.entrypoints.http.connections import uvicorn_options
+    from adapter.startup import check_schema_current, check_serving
 
     if settings.local_mode and not _is_loopback(host):
         raise ConfigError(
@@ -67,7 +62,9 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
             else "bearer tokens from ADAPTER_TOKENS"
         )
         print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(
+            app, host=host, port=port, log_level="warning", lifespan="on", **uvicorn_options(settings)
+        )
     finally:
         kit.close()
     return 0
@@ -77,6 +74,17 @@ def serve_stdio(settings: Settings) -> int:
     """Serve one host over stdio. The host started this process, so it is the one local principal;
     bearer tokens and the identity provider (ADAPTER_TOKENS, ADAPTER_OAUTH_*) belong to HTTP and are
     ignored here."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    from adapter.bootstrap import build
+    from adapter.entrypoints.background import run_maintenance_loop
+    from adapter.entrypoints.mcp.eras import lock_stdio_era
+    from adapter.entrypoints.mcp.feed import run_event_feed
+    from adapter.entrypoints.mcp.server import McpGateway
+    from adapter.startup import check_schema_current, check_serving
+
     settings = settings.model_copy(update={"tokens": None, "oauth_issuer": None})
     check_serving(settings)
     check_schema_current(settings.database_url)

@@ -64,6 +64,7 @@ def check_scale_out(settings: Settings, workers: int) -> None:
 def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
     import uvicorn
 
+    from adapter.entrypoints.http.connections import uvicorn_options
     from adapter.entrypoints.serve import _is_loopback, configure_logging
 
     check_scale_out(settings, workers)
@@ -83,7 +84,8 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     print(f"adapter: MCP at http://{host}:{port}/mcp ({workers} workers)", file=sys.stderr, flush=True)
     if supervisor is not None:
         return supervisor.run()
-    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **UVICORN_OPTIONS)
+    options = {**UVICORN_OPTIONS, **uvicorn_options(settings)}
+    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **options)
     return 0
 
 
@@ -116,8 +118,11 @@ def _worker_main(host: str, port: int) -> None:  # pragma: no cover - runs in th
     """A worker: its own listening socket on the shared port, then uvicorn on it."""
     import uvicorn
 
+    from adapter.entrypoints.http.connections import uvicorn_options
+
     sock = listening_socket(host, port)
-    config = uvicorn.Config(APP, factory=True, **UVICORN_OPTIONS)
+    # The worker's own reading of the settings (spawned: a fresh interpreter with the same environment).
+    config = uvicorn.Config(APP, factory=True, **UVICORN_OPTIONS, **uvicorn_options(load_settings()))
     uvicorn.Server(config).run(sockets=[sock])
 
 

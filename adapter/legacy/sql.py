@@ -47,7 +47,6 @@ from typing import Any
 
 import psycopg
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 from sqlalchemy import (
     Column,
@@ -71,6 +70,7 @@ from adapter.config import ConfigError
 from adapter.legacy.outcomes import Step, batch_status, closing_on_error, refused, where
 from adapter.legacy.sql_refusals import code_of, locate, refusal_for, savepoint
 from adapter.legacy.sql_schema import record_schema
+from adapter.legacy.sql_settings import SqlPortSettings
 from adapter.legacy.sql_tables import TableTarget, insert_rows
 from adapter.ports.legacy import (
     BatchStatus,
@@ -477,17 +477,6 @@ def database_down(port: SqlPort) -> Iterator[None]:
         port.engine = reachable
         unreachable.dispose()
 
-
-class SqlPortSettings(BaseSettings):
-    """``ADAPTER_SQL_*``: where the legacy database is and which tables are targets."""
-
-    model_config = SettingsConfigDict(env_prefix="ADAPTER_SQL_", extra="ignore")
-
-    url: str
-    tables: str = ""  # comma-separated; empty: every table with a primary key
-    schema_name: str | None = None
-    ledger_table: str = "adapter_batch_ledger"
-    descriptions: dict[str, str] = {}  # JSON: {"table": "what the model reads about it"}
 
 
 def from_settings(settings: Any) -> SqlPort:

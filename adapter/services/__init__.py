@@ -37,7 +37,7 @@ from adapter.services.imports import add_records, begin_import, import_status, i
 from adapter.services.listing import ChangeFollower, ImportPage, list_imports
 from adapter.services.maintenance import MaintenanceReport, run_maintenance
 from adapter.services.operations import CommitState, commit_state, operation_status
-from adapter.services.quotas import CommitSlot, Slots
+from adapter.services.quotas import CommitSlot, Slots, StagingRates
 from adapter.services.reconcile import Resolution, Resume, reconcile_operation, reconcile_pass
 from adapter.services.repair import replace_records
 from adapter.services.waiting import wait_budget, wait_for_change
@@ -74,6 +74,8 @@ class ImportService:
         )
         self.conversation = Conversation(ctx)
         """The confirmation of a commit, step by step (``commit/confirmation.py``)."""
+        # Bytes and records staged a second, per principal and per tenant (services/quotas.py).
+        self.staging_rates = StagingRates(ctx.quotas, clock=lambda: ctx.clock().timestamp())
 
     def begin(
         self,
@@ -90,7 +92,9 @@ class ImportService:
     def add(
         self, principal: Principal, handle: str, records: Sequence[Any], *, idempotency_key: str | None = None
     ) -> AddResult:
-        return add_records(self.ctx, principal, handle, records, idempotency_key=idempotency_key)
+        return add_records(
+            self.ctx, principal, handle, records, idempotency_key=idempotency_key, rates=self.staging_rates
+        )
 
     def replace(
         self,

@@ -5,9 +5,14 @@
   one tenant racing on the last bytes may both pass: the tenant limit is a bound on growth, not an
   exact ledger.
 * **What may run at once** is counted in this process (:class:`Slots`): commits per tenant and in
-  all (each holds one legacy session for its whole replay), listen streams per principal. A caller
-  over its share is refused at once instead of queueing, so one tenant's slow commits cannot take
-  every worker thread and make everyone else wait.
+  all (each holds one legacy session for its whole replay), listen streams and 2025-era sessions per
+  principal. A caller over its share is refused at once instead of queueing, so one tenant's slow
+  commits cannot take every worker thread and make everyone else wait.
+* **How fast one may stage** is metered in this process (:class:`StagingRates`): bytes and records
+  a second, per principal and per tenant. An add is admitted while the caller's allowance is not
+  used up and charged what it staged once it is accepted (so one call larger than a second's
+  allowance still goes through, and the next waits until it is paid off); a refusal says when to try
+  again. The HTTP layer meters what a request costs to read the same way (:class:`Allowance`).
 * **Deleting a large import's staged records** (abort, expiry) runs in bounded batches of
   ``delete_batch_size`` records, one short transaction each, after the state change: the write lock
   is never held for long, and :func:`discard_leftovers` (run by maintenance) finishes what a crash
@@ -17,11 +22,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from adapter.domain.quotas import QuotaExceeded
+from adapter.domain.identity import Principal
+from adapter.domain.quotas import QuotaExceeded, Quotas
 from adapter.services.context import ServiceContext
 from adapter.store.quota_reads import (
     delete_staged_range,
@@ -30,7 +37,9 @@ from adapter.store.quota_reads import (
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = [
+    "Allowance",
     "Slots",
+    "StagingRates",
     "check_add",
     "check_begin",
     "check_tenant_bytes",
@@ -81,13 +90,15 @@ def check_add(ctx: ServiceContext, uow: UnitOfWork, row: Holding, records: int, 
 
 
 def check_tenant_bytes(ctx: ServiceContext, held: int, size: int) -> None:
-    """``held`` (what the tenant's open and committing imports hold) is read by the statement that
-    holds the import row, inside the add's transaction: no read of its own before it. The add looks
-    its idempotency key up first, so a replay of an add that was accepted is never refused."""
+    """``held`` (what the tenant's imports keep staged, committed ones until the purge) is read by
+    the statement that holds the import row, inside the add's transaction: no read of its own before
+    it. The add looks its idempotency key up first, so a replay of an add that was accepted is never
+    refused by this quota."""
     limit = ctx.quotas.max_staged_bytes_per_tenant
     if held + size > limit:
         raise QuotaExceeded(
-            f"the tenant's uncommitted imports would hold more than {limit} bytes",
+            f"the tenant's imports would keep more than {limit} bytes staged (committed ones count "
+            "until they are purged)",
             "max_staged_bytes_per_tenant",
             limit,
         )
@@ -137,6 +148,115 @@ class Slots:
     def held(self, key: str) -> int:
         with self._lock:
             return self._held.get(key, 0)
+
+
+class Allowance:
+    """``rate`` units a second per key, in this process: a token bucket that may go into debt.
+
+    A key may spend while its balance is above zero; what it spends is taken off afterwards, and the
+    balance refills at ``rate`` a second up to one second's worth. So a single charge above the rate
+    is admitted, and the key then waits until the debt is paid (``wait``). Keys at a full balance are
+    forgotten once there are many, so the table stays small.
+    """
+
+    MAX_KEYS = 10_000
+
+    def __init__(self, rate: int, setting: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.setting = rate, setting
+        self._clock = clock
+        self._balance: dict[str, tuple[float, float]] = {}  # key -> (balance, when)
+        self._lock = threading.Lock()
+
+    def _current(self, key: str, now: float) -> float:
+        balance, then = self._balance.get(key, (float(self.rate), now))
+        return min(float(self.rate), balance + max(0.0, now - then) * self.rate)
+
+    def wait(self, key: str) -> float:
+        """Seconds until ``key`` may spend again; 0.0 when it may now."""
+        with self._lock:
+            balance = self._current(key, self._clock())
+        return 0.0 if balance > 0 else -balance / self.rate + 1.0 / self.rate
+
+    def charge(self, key: str, amount: int) -> None:
+        with self._lock:
+            now = self._clock()
+            self._balance[key] = (self._current(key, now) - amount, now)
+            if len(self._balance) > self.MAX_KEYS:
+                self._forget_full(now)
+
+    def _forget_full(self, now: float) -> None:
+        full = [k for k in self._balance if self._current(k, now) >= self.rate]
+        for key in full:
+            del self._balance[key]
+
+
+class StagingRates:
+    """Bytes and records staged a second, per principal and per tenant (one process's share)."""
+
+    def __init__(self, quotas: Quotas, clock: Callable[[], float] = time.monotonic) -> None:
+        self._meters = (
+            (
+                "principal",
+                "bytes",
+                Allowance(
+                    quotas.max_stage_bytes_per_second_per_principal,
+                    "max_stage_bytes_per_second_per_principal",
+                    clock,
+                ),
+            ),
+            (
+                "principal",
+                "records",
+                Allowance(
+                    quotas.max_stage_records_per_second_per_principal,
+                    "max_stage_records_per_second_per_principal",
+                    clock,
+                ),
+            ),
+            (
+                "tenant",
+                "bytes",
+                Allowance(
+                    quotas.max_stage_bytes_per_second_per_tenant,
+                    "max_stage_bytes_per_second_per_tenant",
+                    clock,
+                ),
+            ),
+            (
+                "tenant",
+                "records",
+                Allowance(
+                    quotas.max_stage_records_per_second_per_tenant,
+                    "max_stage_records_per_second_per_tenant",
+                    clock,
+                ),
+            ),
+        )
+
+    @staticmethod
+    def _key(principal: Principal, who: str) -> str:
+        return principal.tenant if who == "tenant" else f"{principal.tenant}/{principal.subject}"
+
+    def check(self, principal: Principal) -> None:
+        """Raise QuotaExceeded, saying when to try again, while the caller's or its tenant's
+        allowance is used up; before the add costs anything."""
+        waits = [
+            (meter.wait(self._key(principal, who)), who, what, meter) for who, what, meter in self._meters
+        ]
+        wait, who, what, meter = max(waits, key=lambda item: item[0])
+        if wait > 0:
+            owner = "this principal" if who == "principal" else "this tenant"
+            raise QuotaExceeded(
+                f"{owner} stages more {what} a second than it may",
+                meter.setting,
+                meter.rate,
+                retry_after=wait,
+            )
+
+    def charge(self, principal: Principal, records: int, size: int) -> None:
+        """What an accepted add staged."""
+        for who, what, meter in self._meters:
+            meter.charge(self._key(principal, who), size if what == "bytes" else records)
 
 
 class CommitSlot:

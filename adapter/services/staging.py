@@ -10,7 +10,10 @@ driver in one statement (``adapter/store/staging.py``). The rules are those of e
 * only the owner's open, unexpired import takes records; every record must match the target's
   schema (the first that does not is named with its index and field) and the quotas must hold;
 * the import's counters, the records, the operation and its events are one transaction: a refusal
-  or a lost race leaves nothing behind (a lost race is retried, see ``retry_on_conflict``).
+  or a lost race leaves nothing behind (a lost race is retried, see ``retry_on_conflict``);
+* the staging rates (``rates``, per principal and tenant) are asked first, before the records are
+  even encoded, and charged with what was staged once it is: a refused add costs next to nothing,
+  and says when to try again. A retried add waits its turn like any other, then gets its replay.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from adapter.domain.vocabulary import EventKind
 from adapter.services.access import handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
-from adapter.services.quotas import check_add, check_tenant_bytes
+from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
 from adapter.store.staging import AddTarget
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -45,9 +48,12 @@ def add_records(
     records: Sequence[Any],
     *,
     idempotency_key: str | None = None,
+    rates: StagingRates | None = None,
 ) -> AddResult:
     """Stage ``records`` after those already staged; raises the refusals listed in the module doc."""
     key = validate_key(idempotency_key)
+    if rates is not None:
+        rates.check(principal)
     batch = encode_batch(records, ctx.limits)
     count = len(batch.texts)
     request = fingerprint(
@@ -75,6 +81,8 @@ def add_records(
             return Outcome(operation_id, row.id, result, False)
 
     outcome = retry_on_conflict(attempt)
+    if rates is not None and not outcome.replayed:
+        rates.charge(principal, count, batch.size)
     return AddResult(
         handle=handle,
         accepted=outcome.result["accepted"],

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -12,7 +14,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import ArgumentError
 
 from adapter.store.engine import make_engine, make_session_factory
-from adapter.store.errors import raise_translated
+from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.replay import staged_chunk
@@ -34,6 +36,7 @@ class Store:
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
         self.local_reads = engine.dialect.name == "sqlite"
         self._writers = WriterQueue() if self.local_reads else None  # SQLite's one write lock, fairly
+        self.health = StoreHealth()  # a full disk, which a probe that rolls back cannot see
         self._announcer: EventAnnouncer | None = None
         if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
             self._announcer = install_event_notify(self._session_factory, engine)
@@ -47,7 +50,7 @@ class Store:
             raise ValueError(f"not a usable database URL ({type(exc).__name__})") from exc
 
     def unit_of_work(self) -> UnitOfWork:
-        return UnitOfWork(self._session_factory, self._writers)
+        return UnitOfWork(self._session_factory, self._writers, self.health)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -102,6 +105,26 @@ class Store:
         finally:
             self._async_reads = None
             await reads.close()
+
+    def disk_problem(self, min_free_bytes: int) -> str | None:
+        """Why the database's disk cannot take writes, or None: a write was refused for a full disk
+        within the last minute, or (SQLite, whose file is here) less than ``min_free_bytes`` free."""
+        since = self.health.disk_full_since()
+        if since is not None:
+            return f"database disk full: a write was refused {since:.0f} s ago"
+        database = self.engine.url.database if self.local_reads else None
+        if not database or database == ":memory:" or database.startswith("file:") or min_free_bytes <= 0:
+            return None
+        try:
+            free = shutil.disk_usage(Path(database).resolve().parent).free
+        except OSError:
+            return None  # the write probe reports a missing directory
+        if free < min_free_bytes:
+            return (
+                f"database disk nearly full: {free // (1024 * 1024)} MiB free, "
+                f"below ADAPTER_MIN_FREE_DISK_BYTES={min_free_bytes}"
+            )
+        return None
 
     def dispose(self) -> None:
         if self._announcer is not None:

@@ -19,9 +19,12 @@ __all__ = [
     "tenant_held_bytes",
 ]
 
-# Imports whose staged records still count against the tenant: not yet committed or given up (the
-# add path sums them in its own statement, ``staging.py``).
-HOLDING_STATES = ("open", "committing")
+# Imports whose staged records no longer count against the tenant: those that drop them (at once,
+# in bounded batches). Every other state keeps them, so a committed import counts until the purge
+# removes its records (after ADAPTER_RETENTION_DAYS) and a commit does not free room to stage again
+# at once. The add path sums the rest in its own statement (``staging.py``), over the tenant's rows
+# it reads anyway.
+RELEASED_STATES = ("aborted", "expired")
 
 
 def tenant_held_bytes(session: Session, tenant: str) -> int:

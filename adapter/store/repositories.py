@@ -406,6 +406,16 @@ class RetentionRepository(_Repository):
         positions = [tuple(row) for row in self._session.execute(query)]
         if positions:
             self._session.execute(delete(StagedRecordRow).where(position.in_(positions)))
+            # The tenant's byte quota counts what an import keeps: nothing, once all of it is gone.
+            emptied = {import_id for import_id, _ in positions}
+            self._session.execute(
+                update(ImportRow.__table__)  # type: ignore[arg-type]
+                .where(
+                    ImportRow.id.in_(emptied),
+                    ~exists().where(StagedRecordRow.import_id == ImportRow.id),
+                )
+                .values(staged_bytes=0)
+            )
         return len(positions)
 
     def purge_imports(

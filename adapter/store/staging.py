@@ -27,10 +27,10 @@ from sqlalchemy import (
     Dialect,
     Insert,
     Table,
+    and_,
     bindparam,
     func,
     insert,
-    or_,
     select,
     update,
 )
@@ -39,7 +39,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.notify import remember_events
-from adapter.store.quota_reads import HOLDING_STATES
+from adapter.store.quota_reads import RELEASED_STATES
 from adapter.store.tables import EventRow, ImportRow, OperationRow, utcnow
 
 __all__ = ["AddTarget", "KeyedOperation", "StagingRepository"]
@@ -48,10 +48,11 @@ _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
 _events = cast(Table, EventRow.__table__)
 
-# What the tenant's open and committing imports hold (for its quota), read in the add's own
-# statement: no second checkout or round trip. An alias, so it is not correlated with the outer row.
+# What the tenant's imports hold (for its quota: all but those that dropped their records), read in
+# the add's own statement: no second checkout or round trip. An alias, so it is not correlated with
+# the outer row.
 _held = _imports.alias("held")
-_HOLDING = or_(*(_held.c.state == state for state in HOLDING_STATES))  # not IN: no list to expand per call
+_HOLDING = and_(*(_held.c.state != state for state in RELEASED_STATES))  # not IN: no list to expand per call
 _TENANT_BYTES = (
     select(func.coalesce(func.sum(_held.c.staged_bytes), 0))
     .where(_held.c.tenant == bindparam("of_tenant"), _HOLDING)

@@ -13,7 +13,7 @@ from types import TracebackType
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from adapter.store.errors import raise_translated
+from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.repositories import (
     AuditRepository,
     CompensationRepository,
@@ -33,9 +33,15 @@ __all__ = ["UnitOfWork"]
 class UnitOfWork:
     session: Session
 
-    def __init__(self, session_factory: sessionmaker[Session], writers: WriterQueue | None = None) -> None:
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        writers: WriterQueue | None = None,
+        health: StoreHealth | None = None,
+    ) -> None:
         self._session_factory = session_factory
         self._writers = writers  # SQLite: wait for this process's earlier writers first (writers.py)
+        self._health = health  # told of a write refused for a full disk (errors.py)
 
     def __enter__(self) -> UnitOfWork:
         if self._writers is not None:
@@ -78,7 +84,7 @@ class UnitOfWork:
             self._raise_translated(exc)
 
     def _raise_translated(self, exc: BaseException) -> None:
-        raise_translated(exc, self.session.get_bind().dialect.dbapi)
+        raise_translated(exc, self.session.get_bind().dialect.dbapi, self._health)
 
     def commit(self) -> None:
         self.session.commit()

@@ -1,6 +1,7 @@
 """Operator sessions over real HTTP: the cookie is a server-side session, logout revokes it, it
 expires, failed logins are limited; admin tokens that can be guessed are refused at start-up; a
-token file others can read is warned about; local-mode files are the owner's only."""
+token file others can read is warned about; the store's files are the owner's only; an ``ADAPTER_*``
+variable no setting reads is warned about."""
 
 from __future__ import annotations
 
@@ -117,9 +118,16 @@ def test_serve_exits_2_on_such_a_grace_period(tmp_path: Path) -> None:
     assert "ADAPTER_UNKNOWN_GRACE_SECONDS" in done.stderr
 
 
-def test_local_mode_files_are_created_owner_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["local", "token"])
+def test_store_files_are_created_owner_only(tmp_path: Path, mode: str) -> None:
+    """In either mode: the files hold every tenant's records (before, token mode made them 0644)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
     env["ADAPTER_SECRET"] = "s" * 40
+    if mode == "token":
+        tokens = tmp_path / "tokens.json"
+        tokens.write_text('{"alice-token-0123456789": {"principal": "alice", "tenant": "acme"}}')
+        tokens.chmod(0o600)
+        env["ADAPTER_TOKENS"] = str(tokens)
     old = os.umask(0o022)  # the usual umask: without care, files come out world-readable
     try:
         for command in (["migrate"], ["reconcile"]):  # reconcile opens the embedded simulator too
@@ -131,3 +139,28 @@ def test_local_mode_files_are_created_owner_only(tmp_path: Path) -> None:
     assert {"adapter.db", "legacy_sim.db"} <= {p.name for p in made}
     for path in made:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, (path.name, oct(path.stat().st_mode))
+
+
+def test_unknown_settings_are_named_at_start_up(tmp_path: Path) -> None:
+    """A misspelt or made-up name used to be ignored without a word (the SQL port's docstring even
+    named ``ADAPTER_SQL_SCHEMA`` for ``ADAPTER_SQL_SCHEMA_NAME``)."""
+    env = without_adapter_settings()
+    env.update(
+        ADAPTER_DATABASE_URL=f"sqlite:///{tmp_path / 'a.db'}",
+        ADAPTER_DATABSE_URL="sqlite:///typo.db",
+        ADAPTER_SQL_SCHEMA="legacy",
+        ADAPTER_SQL_SCHEMA_NAME="legacy",  # the real one: not named
+        ADAPTER_MAX_BODY_BYTES="65536",
+    )
+    done = run_adapter("migrate", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "unknown settings" in line]
+    assert line.endswith(
+        "unknown settings ignored: ADAPTER_DATABSE_URL, ADAPTER_SQL_SCHEMA (see docs/operations.md, Settings)"
+    )
+    clean = run_adapter(
+        "migrate",
+        cwd=tmp_path,
+        env={k: v for k, v in env.items() if k not in ("ADAPTER_DATABSE_URL", "ADAPTER_SQL_SCHEMA")},
+    )
+    assert "unknown settings" not in clean.stderr

@@ -74,9 +74,33 @@ def test_staged_bytes_per_tenant(ctx: ServiceContext, alice: Principal, bob: Pri
     service.add(bob, theirs, [{"blob": "x" * 900}])
     with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_STAGED_BYTES_PER_TENANT=2000"):
         service.add(bob, theirs, [{"blob": "x" * 300}])
-    # A commit frees the tenant's share; the committed import stays as it was.
+    # A commit does not free the tenant's share: the committed records stay staged until the purge,
+    # so staging, committing and staging again cannot fill the disk.
     assert service.commit(alice, mine).status == "committed"
+    with pytest.raises(QuotaExceeded, match="ADAPTER_MAX_STAGED_BYTES_PER_TENANT=2000"):
+        service.add(bob, theirs, [{"blob": "x" * 300}])
+    service.maintain(retention=timedelta(0))  # the purge, once the retention period is over
     assert service.add(bob, theirs, [{"blob": "x" * 300}]).record_count == 2
+
+
+def test_records_purged_from_a_kept_import_stop_counting(
+    ctx: ServiceContext, alice: Principal, bob: Principal
+) -> None:
+    """A committed import whose records the purge removed, while the import itself must stay (its
+    commit still needs an operator, say), holds nothing against its tenant any more."""
+    service = with_quotas(ctx, max_staged_bytes_per_tenant=2000)
+    mine = service.begin(alice, "a").handle
+    service.add(alice, mine, [{"blob": "x" * 1500}])
+    assert service.commit(alice, mine).status == "committed"
+    theirs = service.begin(bob, "b").handle
+    with pytest.raises(QuotaExceeded):
+        service.add(bob, theirs, [{"blob": "x" * 900}])
+    cutoff = ctx.clock() + timedelta(seconds=1)
+    with ctx.store.unit_of_work() as uow:
+        assert uow.retention.purge_staged_records("committed", cutoff, 100) == 1
+        uow.commit()
+    assert service.status(alice, mine).status == "committed"  # the import is still there
+    assert service.add(bob, theirs, [{"blob": "x" * 900}]).record_count == 1
 
 
 def test_concurrent_commits_per_tenant_are_refused_not_queued(

@@ -35,3 +35,21 @@ def test_settings_bounds_are_the_documented_ones() -> None:
         load_settings(max_records_per_call=1001)
     with pytest.raises(ConfigError, match="ADAPTER_CONFIRM_MAX_SECONDS"):
         load_settings(confirm_max_seconds=3601)
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    """docs/operations.md names every setting, and every number it gives as a default is the code's."""
+    import re
+    from pathlib import Path
+
+    from adapter.config import Settings
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    fields = Settings.model_fields
+    missing = [name for name in fields if f"ADAPTER_{name.upper()}" not in text]
+    assert missing == []
+    rows = re.findall(r"^\| `ADAPTER_([A-Z0-9_]+)` \| `([0-9.]+)`", text, flags=re.MULTILINE)
+    assert len(rows) > 40
+    for name, documented in rows:
+        default = fields[name.lower()].default
+        assert float(documented) == float(default), (name, documented, default)

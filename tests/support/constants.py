@@ -34,6 +34,22 @@ TOKENS = {
 }
 """The MCP token file's contents: bearer token -> principal."""
 
+UNMETERED = {
+    "max_stage_bytes_per_second_per_principal": 1 << 40,
+    "max_stage_records_per_second_per_principal": 1 << 30,
+    "max_stage_bytes_per_second_per_tenant": 1 << 40,
+    "max_stage_records_per_second_per_tenant": 1 << 30,
+}
+"""Staging rates no test reaches: a test of something else stages as fast as it likes; the tests of
+the rates set their own (``tests/core/test_staging_rates.py``)."""
+
+UNMETERED_HTTP = {
+    "max_request_bytes_per_second_per_principal": 1 << 40,
+    "max_json_elements_per_second_per_principal": 1 << 40,
+    "max_requests_per_second_per_principal": 1 << 30,
+}
+"""The same for what HTTP requests may cost a principal (``tests/mcp/test_caller_limits.py``)."""
+
 FAST_RETRIES = CommitPolicy(retry_wait_initial=0.001, retry_wait_max=0.01)
 """Commit retries in milliseconds: tests prove how many attempts happen, not how long they wait."""
 

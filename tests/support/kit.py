@@ -15,7 +15,7 @@ from typing import Any
 from adapter.bootstrap import Kit, build, commit_policy_for
 from adapter.config import Settings, load_settings
 from adapter.store import Store
-from tests.support.constants import FAST_RETRIES, SECRET, TOKENS
+from tests.support.constants import FAST_RETRIES, SECRET, TOKENS, UNMETERED, UNMETERED_HTTP
 
 
 def write_tokens(path: Path, tokens: dict[str, dict[str, str]] = TOKENS) -> Path:
@@ -26,7 +26,8 @@ def write_tokens(path: Path, tokens: dict[str, dict[str, str]] = TOKENS) -> Path
 
 def kit_settings(db_url: str, legacy_address: tuple[str, int], tmp_path: Path, **overrides: Any) -> Settings:
     """Settings for one test: its database, the simulator over TCP, the shared secret, the token
-    file of alice and bob (``tokens=None`` is local mode); ``overrides`` win."""
+    file of alice and bob (``tokens=None`` is local mode), rates no test reaches unless it sets them
+    (``UNMETERED``); ``overrides`` win."""
     host, port = legacy_address
     values: dict[str, Any] = {
         "database_url": db_url,
@@ -35,6 +36,8 @@ def kit_settings(db_url: str, legacy_address: tuple[str, int], tmp_path: Path, *
         "secret_file": str(tmp_path / "unused.secret"),
         "tokens": str(write_tokens(tmp_path / "tokens.json")),
         "legacy_timeout_seconds": 10.0,
+        **UNMETERED,
+        **UNMETERED_HTTP,
     }
     values.update(overrides)
     return load_settings(**values)

@@ -47,9 +47,13 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) 
         process.wait(timeout=5)
 
 
-def _uvicorn(app: Any, port: int = 0) -> uvicorn.Server:
+def _uvicorn(app: Any, options: dict[str, Any]) -> uvicorn.Server:
+    """``options``: more uvicorn settings (``uvicorn_options(settings)``, as ``serve`` runs it; ``port``
+    to pick one, else any free one)."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        app,
+        host="127.0.0.1",
+        **{"port": 0, "log_level": "warning", "lifespan": "on", "timeout_graceful_shutdown": 5, **options},
     )
     return uvicorn.Server(config)
 
@@ -60,10 +64,10 @@ def _base_url(server: uvicorn.Server) -> str:
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: Any) -> Iterator[str]:
+def serve_in_thread(app: Any, **options: Any) -> Iterator[str]:
     """uvicorn on 127.0.0.1:0 in a thread of its own (so blocking clients may drive it); yields the
-    base URL."""
-    server = _uvicorn(app)
+    base URL. ``options`` are more uvicorn settings."""
+    server = _uvicorn(app, options)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
     try:
@@ -81,10 +85,11 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def serve_in_process(app: Any, port: int = 0) -> AsyncIterator[str]:
-    """uvicorn on 127.0.0.1:``port`` (0: any free one) in this event loop (async clients); yields the
-    base URL. A server that must know its own URL first (an OAuth audience) picks ``free_port()``."""
-    server = _uvicorn(app, port)
+async def serve_in_process(app: Any, **options: Any) -> AsyncIterator[str]:
+    """uvicorn on 127.0.0.1 in this event loop (async clients); yields the base URL. ``options`` are
+    more uvicorn settings; a server that must know its own URL first (an OAuth audience) passes
+    ``port=free_port()``."""
+    server = _uvicorn(app, options)
     task = asyncio.create_task(server.serve())
     try:
 

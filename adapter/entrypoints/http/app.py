@@ -31,6 +31,7 @@ from adapter.entrypoints.admin import admin_router
 from adapter.entrypoints.admin.provider import ProviderOperators
 from adapter.entrypoints.background import run_maintenance_loop
 from adapter.entrypoints.http.answers import answer_per_request
+from adapter.entrypoints.http.callers import RequestBudget, install_caller_gate
 from adapter.entrypoints.http.guard import EraGuard
 from adapter.entrypoints.http.limits import BodyLimit, HostOriginGuard
 from adapter.entrypoints.http.metrics import AdapterMetrics, metrics_router
@@ -119,11 +120,27 @@ def create_app(
         # unknown or reaped session id gets 404 and the client initializes again.
         stateless_http=False,
         session_idle_timeout=settings.legacy_session_idle_seconds,
+        # The process's bound; each principal holds fewer (max_legacy_sessions_per_principal, below).
+        max_sessions=settings.legacy_max_sessions,
+        max_request_body_size=settings.body_limit(),  # the same limit as BodyLimit's, so one answers
         transport_security=transport_security(settings),
         **auth_kwargs,  # type: ignore[arg-type]
     )
-    # 2025-era sessions answer in plain JSON whatever cannot need the stream (answers.py).
-    answer_per_request(gateway.server.session_manager, gateway.streamed_tools)
+    # 2025-era sessions answer in plain JSON whatever cannot need the stream, and are counted per
+    # principal (answers.py); what a caller's requests cost is charged to it (callers.py).
+    answer_per_request(gateway.server.session_manager, gateway.streamed_tools, gateway.legacy_session_slots)
+    install_caller_gate(
+        mcp_app,
+        budget=RequestBudget(
+            settings.max_request_bytes_per_second_per_principal,
+            settings.max_json_elements_per_second_per_principal,
+            settings.max_requests_per_second_per_principal,
+        ),
+        max_depth=settings.max_json_depth,
+        max_elements=settings.max_json_elements,
+        local_mode=settings.local_mode,
+        sessions=gateway.legacy_session_slots,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

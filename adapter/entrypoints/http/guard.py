@@ -11,16 +11,26 @@ the legacy era off, GET and DELETE (the legacy stream and session teardown) get 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic_core import from_json
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from adapter.entrypoints.http.shape import JsonShape, ShapeExceeded
 from adapter.entrypoints.mcp.eras import refusal_error, served_versions
 
 __all__ = ["EraGuard"]
 
-_MAX_PEEK = 1024 * 1024
+# What is read of a refused body (before authentication) to find its id and protocol version: an
+# initialize is a few hundred bytes. The rest is read and dropped; the shape of what is kept is
+# counted before it is parsed, so no body of any shape costs more than this much parsing.
+_MAX_PEEK = 64 * 1024
+_PEEK_SHAPE = (32, 4096)  # depth, values
+_MAX_FIELD = 100  # characters of a refused version echoed back
+
+log = logging.getLogger("adapter.http")
 
 
 class EraGuard:
@@ -67,15 +77,33 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _refuse(send: Send, body: bytes, version: str | None, eras: frozenset[str]) -> None:
-    request_id: Any = None
-    requested = version
+def _peek(body: bytes) -> tuple[Any, str | None]:
+    """(request id, ``params.protocolVersion``) of a refused body, each only when well-formed:
+    anything else (not JSON, too deep, too many values, odd types) gives None."""
     try:
-        message = json.loads(body)
-        request_id = message.get("id")
-        requested = requested or (message.get("params") or {}).get("protocolVersion")
-    except (ValueError, AttributeError):
-        pass
+        JsonShape(*_PEEK_SHAPE).feed(body)
+        message = from_json(body, allow_inf_nan=False)
+    except (ValueError, ShapeExceeded):
+        return None, None
+    if not isinstance(message, dict):
+        return None, None
+    request_id = message.get("id")
+    if (
+        not isinstance(request_id, str | int)
+        or isinstance(request_id, bool)
+        or len(str(request_id)) > _MAX_FIELD
+    ):
+        request_id = None
+    params = message.get("params")
+    version = params.get("protocolVersion") if isinstance(params, dict) else None
+    return request_id, version[:_MAX_FIELD] if isinstance(version, str) else None
+
+
+async def _refuse(send: Send, body: bytes, version: str | None, eras: frozenset[str]) -> None:
+    request_id, in_body = _peek(body)
+    requested = version[:_MAX_FIELD] if version is not None else in_body
+    # One line per refusal, never what the client sent (the version it asked for is its input).
+    log.info(json.dumps({"event": "http.refused", "status": 400, "reason": "protocol_version"}))
     error = {"jsonrpc": "2.0", "id": request_id, "error": refusal_error(eras, requested)}
     await _respond(send, 400, json.dumps(error).encode(), [(b"content-type", b"application/json")])
 

@@ -6,7 +6,8 @@ form parsing, the SDK's bearer-token check, the admin dependencies) sees a reque
 * **Body size** (:class:`BodyLimit`): a declared ``Content-Length`` above the limit is answered 413
   at once, without reading the body; a streamed body is counted as it arrives, without buffering,
   and refused as soon as it passes the limit. ``/admin`` (whose bodies are a short reason or the
-  dashboard's login form) has its own small limit.
+  dashboard's login form) has its own small limit. At ``/mcp`` the 413 carries a JSON-RPC error, and
+  the limit is the SDK's own too (``app.py`` passes it on), so the two cannot disagree.
 * **Host and Origin** (:class:`HostOriginGuard`): the DNS-rebinding defence the SDK applies at
   ``/mcp``, applied to every other route too (``/metrics``, ``/readyz``, ``/docs``,
   ``/openapi.json``, ``/admin``). A Host outside the allowlist is 421; an ``Origin`` that is neither
@@ -27,9 +28,12 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapter.entrypoints.http.callers import INVALID_REQUEST, jsonrpc_error_response
+
 __all__ = ["BodyLimit", "HostOriginGuard", "matches"]
 
 ADMIN_PREFIX = "/admin"
+MCP_PATH = "/mcp"
 DASHBOARD_PREFIX = "/admin/ui"
 UNGUARDED = frozenset({"/healthz", "/mcp"})  # /mcp: the SDK checks it with the same allowlists
 PUBLIC_DOCUMENTS = "/.well-known/oauth-protected-resource"  # any Origin may read them (CORS)
@@ -61,7 +65,7 @@ class BodyLimit:
         limit = self.admin_limit if _under(scope["path"], ADMIN_PREFIX) else self.limit
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _too_large(scope, receive, send)
+            await _too_large(scope, receive, send, limit)
             return
         state = {"received": 0, "started": False, "refused": False}
 
@@ -74,7 +78,7 @@ class BodyLimit:
                 if state["received"] > limit:
                     state["refused"] = True
                     if not state["started"]:
-                        await _too_large(scope, receive, send)
+                        await _too_large(scope, receive, send, limit)
                         state["started"] = True
                     return {"type": "http.disconnect"}
             return message
@@ -89,7 +93,12 @@ class BodyLimit:
         await self.app(scope, counting_receive, guarded_send)
 
 
-async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    if scope["path"].rstrip("/") == MCP_PATH:  # an MCP client reads a JSON-RPC error
+        message = f"Request body too large: at most {limit} bytes (ADAPTER_MAX_BODY_BYTES={limit})"
+        for part in jsonrpc_error_response(413, INVALID_REQUEST, message, {"limit": limit}):
+            await send(part)
+        return
     response = PlainTextResponse("Request body too large", status_code=413, headers={"Connection": "close"})
     await response(scope, receive, send)
 

@@ -2,7 +2,9 @@
 
 The log line carries the request id, method, tool, a hash of the handle (never the handle itself),
 the outcome and the duration. It never carries tokens, arguments, record contents or elicitation
-answers.
+answers. What the client chose (the id, the method, the tool name) is cut to ``MAX_FIELD``
+characters, so a 1 MiB tool name is not a 1 MiB log line; a request the SDK refuses as invalid
+(``arguments: [1]``) is the client's mistake, ``jsonrpc_error:-32602``, not ``internal_error``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -20,10 +22,24 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
 from opentelemetry import trace
+from pydantic import ValidationError
 
 __all__ = ["OnRequest", "RequestLog", "hash_handle", "spans_wanted"]
 
 log = logging.getLogger("adapter.requests")
+
+MAX_FIELD = 64
+INVALID_PARAMS = -32602  # what the SDK answers for a request that fails its validation
+
+
+def bounded(value: object) -> str | int | None:
+    """A client-chosen value as it may be logged: a string cut to ``MAX_FIELD`` characters (marked
+    with its full length), an integer as it is, anything else as its type's name."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_FIELD else f"{value[:MAX_FIELD]}...({len(value)} chars)"
+    return f"<{type(value).__name__}>"
 
 
 def spans_wanted(setting: bool | None) -> bool:
@@ -41,9 +57,9 @@ def hash_handle(handle: object) -> str | None:
     return hashlib.sha256(handle.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
-    """(tool name, handle hash) of a request, read from its raw params."""
-    params = ctx.params or {}
+def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[object, str | None]:
+    """(tool name as sent, handle hash) of a request, read from its raw params."""
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
     if ctx.method == "tools/call":
         arguments = params.get("arguments") or {}
         return params.get("name"), hash_handle(
@@ -93,6 +109,9 @@ class RequestLog:
         except MCPError as exc:
             outcome = f"jsonrpc_error:{exc.error.code}"
             raise
+        except ValidationError:  # the SDK's own check of the request's shape: the client's mistake
+            outcome = f"jsonrpc_error:{INVALID_PARAMS}"
+            raise
         except anyio.get_cancelled_exc_class():
             outcome = "cancelled"
             raise
@@ -105,9 +124,9 @@ class RequestLog:
                 json.dumps(
                     {
                         "event": "mcp.request",
-                        "request_id": ctx.request_id,
-                        "method": ctx.method,
-                        "tool": tool,
+                        "request_id": bounded(ctx.request_id),
+                        "method": bounded(ctx.method),
+                        "tool": bounded(tool),
                         "handle": handle,
                         "outcome": outcome,
                         "duration_ms": round((time.perf_counter() - started) * 1000, 2),
@@ -116,6 +135,7 @@ class RequestLog:
             )
             if self.on_request is not None:
                 try:
-                    self.on_request(ctx.method, tool, outcome, time.perf_counter() - started)
+                    name = tool if isinstance(tool, str) else None
+                    self.on_request(ctx.method, name, outcome, time.perf_counter() - started)
                 except Exception:  # metrics must never break a request
                     log.exception("on_request hook failed")

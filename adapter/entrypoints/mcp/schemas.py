@@ -53,7 +53,10 @@ class BeginImportIn(_In):
         pattern=TARGET_PATTERN,
     )
     idempotency_key: str | None = IdempotencyKey
-    ttl_seconds: int | None = Field(default=None, description="How long the handle stays usable while open.")
+    # strict: "10" is not a number of seconds (the published schema says integer; lax parsing took it)
+    ttl_seconds: int | None = Field(
+        default=None, strict=True, description="How long the handle stays usable while open."
+    )
 
 
 class BeginImportOut(BaseModel):

@@ -222,6 +222,10 @@ class McpGateway:
         self._listen = ListenStreams(self.bus)
         # Listen streams per principal (the SDK bounds only the total), see adapter/services/quotas.py.
         self.listen_slots = Slots(service.ctx.quotas.max_listens_per_principal, "max_listens_per_principal")
+        # 2025-era HTTP sessions per principal, the same way (counted by http/answers.py).
+        self.legacy_session_slots = Slots(
+            service.ctx.quotas.max_legacy_sessions_per_principal, "max_legacy_sessions_per_principal"
+        )
         # The TTL in force (shorter in local mode) is decided once, by the wiring; the description says it.
         # Targets described, names prefixed (ADAPTER_TOOL_PREFIX): see catalog.py.
         self._wait = service.ctx.commit_policy.wait_seconds

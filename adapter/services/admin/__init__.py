@@ -35,9 +35,12 @@ from adapter.services.reconcile import Resume
 class AdminService:
     """The operator use cases, as one object for the admin API, the ops CLI and the dashboard."""
 
-    def __init__(self, ctx: ServiceContext, *, resume: Resume | None = None) -> None:
+    def __init__(
+        self, ctx: ServiceContext, *, resume: Resume | None = None, min_free_disk_bytes: int = 0
+    ) -> None:
         self.ctx = ctx
         self._resume = resume  # the import service's: a reconcile runs again a commit left before COMMIT
+        self.min_free_disk_bytes = min_free_disk_bytes  # below it the readiness check says not ready
 
     def list_operations(
         self, filters: OperationFilter, *, limit: int = 50, cursor: str | None = None
@@ -64,4 +67,4 @@ class AdminService:
 
     def check_ready(self) -> list[str]:
         """What keeps the kit from serving: an empty list when the database and legacy system answer."""
-        return check_ready(self.ctx)
+        return check_ready(self.ctx, self.min_free_disk_bytes)

@@ -257,14 +257,18 @@ def unresolved_age_seconds(ctx: ServiceContext) -> float:
     return max(0.0, (ctx.clock() - oldest).total_seconds())
 
 
-def check_ready(ctx: ServiceContext) -> list[str]:
-    """What keeps the kit from serving: an empty list when the database takes a write and the
-    legacy system answers."""
+def check_ready(ctx: ServiceContext, min_free_disk_bytes: int = 0) -> list[str]:
+    """What keeps the kit from serving: an empty list when the database takes a write, its disk is
+    not full (a probe that rolls back needs no space, so the store says what it saw) and the legacy
+    system answers."""
     problems = []
     try:
         probe_write(ctx.store)
     except Exception as exc:
         problems.append(f"database unreachable or read-only: {type(exc).__name__}")
+    disk = ctx.store.disk_problem(min_free_disk_bytes)
+    if disk is not None:
+        problems.append(disk)
     try:
         ctx.legacy.batch_status("readiness-probe")
     except Exception as exc:
