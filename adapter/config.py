@@ -230,6 +230,7 @@ class Settings(BaseSettings):
         if wrong:
             raise ValueError(f"{wrong[0]!r} is not allowed; use some of {', '.join(sorted(allowed))}")
         return value
+
     @model_validator(mode="after")
     def _one_principal_cannot_fill_the_process(self) -> Settings:
         """The SDK refuses every new 2025-era session once ``legacy_max_sessions`` are open; one

@@ -478,7 +478,6 @@ def database_down(port: SqlPort) -> Iterator[None]:
         unreachable.dispose()
 
 
-
 def from_settings(settings: Any) -> SqlPort:
     """The ``ADAPTER_LEGACY_PORT`` factory: ``adapter.legacy.sql:from_settings``."""
     try:

@@ -105,7 +105,10 @@ class ImportService:
         idempotency_key: str | None = None,
     ) -> ReplaceResult:
         """Put records in place of staged ones by position (repairing what the system refused)."""
-        return replace_records(self.ctx, principal, handle, replacements, idempotency_key=idempotency_key)
+        rates = self.staging_rates
+        return replace_records(
+            self.ctx, principal, handle, replacements, idempotency_key=idempotency_key, rates=rates
+        )
 
     # --- the commit -----------------------------------------------------------------------------
 

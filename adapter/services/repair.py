@@ -23,7 +23,7 @@ from adapter.domain.vocabulary import EventKind
 from adapter.services.access import find_usable_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
-from adapter.services.quotas import check_add, check_tenant_bytes
+from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
 from adapter.services.staging import record_succeeded
 from adapter.services.targets import RecordInvalid
 from adapter.store.quota_reads import tenant_held_bytes
@@ -40,12 +40,16 @@ def replace_records(
     replacements: Sequence[tuple[int, Any]],
     *,
     idempotency_key: str | None = None,
+    rates: StagingRates | None = None,
 ) -> ReplaceResult:
-    """Replace the staged record at each ``(position, record)``; all or nothing.
+    """Replace the staged record at each ``(position, record)``; all or nothing. A replacement is
+    staging: ``rates`` are asked first and charged for what it wrote, as an add's are.
 
     Raises HandleNotFound, HandleExpired, InvalidState (not open), InvalidRequest (a position twice,
     or not staged), RecordInvalid, LimitExceeded, QuotaExceeded, IdempotencyKeyReused.
     """
+    if rates is not None:
+        rates.check(principal)
     key = validate_key(idempotency_key)
     positions = [position for position, _ in replacements]
     if any(type(p) is not int or p < 0 for p in positions):
@@ -91,6 +95,8 @@ def replace_records(
             return Outcome(operation_id, row.id, result, False)
 
     outcome = retry_on_conflict(attempt)
+    if rates is not None and not outcome.replayed:
+        rates.charge(principal, len(positions), batch.size)
     return ReplaceResult(
         handle=handle,
         replaced=outcome.result["replaced"],

@@ -28,10 +28,10 @@ RELEASED_STATES = ("aborted", "expired")
 
 
 def tenant_held_bytes(session: Session, tenant: str) -> int:
-    """What the tenant's open and committing imports hold (the staged-bytes quota)."""
+    """What the tenant's imports hold against the staged-bytes quota: all but the released ones."""
     total = session.scalar(
         select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
-            ImportRow.tenant == tenant, ImportRow.state.in_(HOLDING_STATES)
+            ImportRow.tenant == tenant, ImportRow.state.not_in(RELEASED_STATES)
         )
     )
     return int(total or 0)

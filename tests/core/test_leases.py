@@ -24,9 +24,7 @@ def test_the_heartbeat_keeps_the_lease_through_concurrent_writes_to_the_operatio
     handle = service.begin(alice, "customers").handle
     service.add(alice, handle, [{"n": 1}])
     digest = ctx.codec.digest(handle)
-    claim = claiming.claim_import(
-        ctx, alice, handle, None, fingerprint("commit", {"handle": digest})
-    )
+    claim = claiming.claim_import(ctx, alice, handle, None, fingerprint("commit", {"handle": digest}))
     assert isinstance(claim, bookkeeping.Claim)
     with ctx.store.unit_of_work() as uow:
         claimed = uow.operations.get(claim.operation_id)

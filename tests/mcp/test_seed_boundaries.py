@@ -109,9 +109,12 @@ async def test_abort_while_a_commit_runs_stops_it_before_commit_and_nothing_land
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(lambda: _call_into(answers, client, "commit_import", {"handle": running}))
             with anyio.fail_after(15):
-                while server.structured(await watcher.call_tool("get_import_status", {"handle": running}))[
-                    "status"
-                ] != "committing":
+                while (
+                    server.structured(await watcher.call_tool("get_import_status", {"handle": running}))[
+                        "status"
+                    ]
+                    != "committing"
+                ):
                     await anyio.sleep(0.05)
             await anyio.sleep(0.5)
             aborted = server.structured(await watcher.call_tool("abort_import", {"handle": running}))
