@@ -22,18 +22,19 @@ principal, that is id *and* tenant) in a :class:`TokenStore` (:class:`MemoryToke
 and only ever sent on that principal's connections to that server. The OAuth traffic itself (the
 server's metadata, the provider's metadata and token endpoint) goes beside the MCP wire, never
 through the wire guard, and only to two places: ``GET /.well-known/...`` on the server's origin, and
-the configured issuer's origin; a request the SDK would send anywhere else (a token request to a
-server that names another authorization server, a refresh without metadata) is refused before it
-leaves, so no secret, code or refresh token reaches another host. Tokens, secrets and codes go into
-no log, audit event, error or ``repr``: the audit gets one event per token request, with its grant,
-the scopes granted and the outcome.
+the configured issuer's origin; a request the SDK would send anywhere else (to an authorization
+server that a server's metadata names instead of the configured one, a refresh to the server's
+origin when no provider metadata is known) is refused before it leaves, so no secret, code or
+refresh token reaches another host. Tokens, secrets and codes go into no log, audit event, error or
+``repr``: the audit gets one event per token request, with its grant, the scopes granted and the
+outcome.
 
-Concurrency: the SDK's provider holds its lock for a whole request. Here a valid token is sent
-without it, so one principal's calls to one server run side by side (a long-poll, a listen stream,
-a commit); only when there is no valid token, or the answer is a challenge, does the SDK's flow run,
-under its lock, once per (server, principal) at a time. That flow's first sending of the request is
-answered with the challenge just received when it carries the same token, so a challenge costs no
-second round trip.
+Concurrency: the SDK's provider holds its lock from before a request until its answer arrives. Here
+a valid token is sent without it, so one principal's calls to one server run side by side (a
+long-poll, a listen stream, a commit); only when there is no valid token, or the answer is a challenge,
+does the SDK's flow run, under its lock, once per (server, principal) at a time. That flow's first
+sending of the request is answered with the challenge just received when it carries the same token,
+so a challenge costs no second round trip.
 """
 
 from __future__ import annotations
