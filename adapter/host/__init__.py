@@ -31,6 +31,16 @@ from adapter.host.handle import CallHandle
 from adapter.host.host import Host, ProbeSchedule, ServerInstructions
 from adapter.host.lifecycle import Call, CallState, FollowUp, StatusAction
 from adapter.host.model import ModelResult, ModelTool, ModelToolset, model_name
+from adapter.host.oauth import (
+    AuthorizationCode,
+    ClientCredentials,
+    MemoryTokenStore,
+    OAuth,
+    SignIn,
+    SignInHandler,
+    TokenKey,
+    TokenStore,
+)
 from adapter.host.policy import (
     OperationStatus,
     Policy,
@@ -51,11 +61,13 @@ from adapter.host.wire import WireGuard, WireJournal, WireRecord
 __all__ = [
     "AuditEvent",
     "AuditLog",
+    "AuthorizationCode",
     "CacheKey",
     "Call",
     "CallHandle",
     "CallState",
     "CapabilityKey",
+    "ClientCredentials",
     "ConsentRequest",
     "ContextItem",
     "ContextLedger",
@@ -71,9 +83,11 @@ __all__ = [
     "HostError",
     "IllegalTransition",
     "IntegrationContract",
+    "MemoryTokenStore",
     "ModelResult",
     "ModelTool",
     "ModelToolset",
+    "OAuth",
     "OperationStatus",
     "Origin",
     "Policy",
@@ -93,10 +107,14 @@ __all__ = [
     "ServerInstructions",
     "ServerRule",
     "ServerSpec",
+    "SignIn",
+    "SignInHandler",
     "StatusAction",
     "StatusResolver",
     "StatusVerdict",
     "StdioServer",
+    "TokenKey",
+    "TokenStore",
     "TraceContext",
     "TransportDecision",
     "Trust",

@@ -111,7 +111,7 @@ class CallRunner:
         server, tool = entry.key.server, entry.key.name
         try:
             rule = host.policy.check_tool(principal, server, tool)
-            host.servers[server].token_for(principal)  # before consent: it could not be sent
+            host.servers[server].require_credentials(principal)  # before consent: it could not be sent
             if (server, principal) in host.failures and host.failures[
                 (server, principal)
             ].kind == "unauthorized":
@@ -308,6 +308,11 @@ class CallRunner:
                 no_answer(p.call, p.rule, call.error)
             else:
                 call.move(CallState.FAILED, call.error)
+        elif record is not None and record.sent and record.http_status in (401, 403):
+            # refused at the door (no valid token, or a scope that could not be had): not processed
+            status = record.http_status
+            call.error = f"refused by the server (HTTP {status}): not authorized; nothing was done"
+            call.move(CallState.FAILED, call.error)
         elif (record is None or not record.sent) and (record is not None or unreachable(exc)):
             call.error = UNREACHABLE
             call.move(CallState.FAILED, call.error)

@@ -24,8 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import DiscoverResult, Implementation
 from mcp_types.version import LATEST_MODERN_VERSION
 
+from adapter.host.audit import AuditLog
 from adapter.host.era import Era, Evidence, Learnt, classify, discover_evidence
 from adapter.host.errors import PolicyDenied, ServerFailed
+from adapter.host.oauth import OAuth
 from adapter.host.tasks import TASKS, advertises_tasks, task_extensions
 from adapter.host.wire import WireGuard, WireJournal, WireRecord
 
@@ -110,7 +112,11 @@ class ServerSpec:
     that the host follows with ``tasks/get`` (:mod:`adapter.host.tasks`). Off by default: a task
     answers at once, so even a short commit then takes a ``tasks/get`` round (the server's
     ``pollIntervalMs``) to settle, where without it the server waits a few seconds and answers the
-    result, or ``in_progress`` for a long one, which the host follows all the same.
+    result, or ``in_progress`` for a long one, which the host follows all the same. ``oauth``: get
+    each principal's token from an OAuth provider instead of ``credentials`` (:mod:`adapter.host.oauth`:
+    discovery from the server's 401, client credentials for a service, authorization code with PKCE
+    for a person, refresh, step-up on 403 ``insufficient_scope``); HTTP only, and not beside
+    ``credentials``.
     """
 
     id: str
@@ -124,15 +130,18 @@ class ServerSpec:
     require_era: Era | None = None
     learnt: Learnt | None = field(default=None, init=False)
     tasks: bool = field(default=False, kw_only=True)
+    oauth: OAuth | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.id or "." in self.id:
             raise ValueError(f"server id {self.id!r} must be non-empty and contain no '.'")
         if (self.url is None) == (self.stdio is None):
             raise ValueError(f"server {self.id!r}: give exactly one of url= and stdio=")
-        for key in self.credentials:
+        for key in [*self.credentials, *(self.oauth.services if self.oauth is not None else ())]:
             if not isinstance(key, Principal):
                 raise TypeError(f"server {self.id!r}: credentials are keyed by Principal, not {key!r}")
+        if self.oauth is not None and (self.stdio is not None or self.credentials):
+            raise ValueError(f"server {self.id!r}: oauth= is for HTTP servers, instead of credentials=")
 
     @property
     def era(self) -> Era | None:
@@ -150,8 +159,20 @@ class ServerSpec:
         assert self.stdio is not None
         return " ".join(["stdio:", self.stdio.command, *self.stdio.args])
 
+    def has_credentials(self, principal: Principal) -> bool:
+        """Whether the host holds (or, with OAuth, can obtain) a credential for ``principal`` here."""
+        if self.oauth is not None:
+            return self.oauth.serves(principal)
+        return principal in self.credentials
+
+    def require_credentials(self, principal: Principal) -> None:
+        """Raises :class:`PolicyDenied` unless :meth:`has_credentials`."""
+        if not self.has_credentials(principal):
+            raise PolicyDenied(f"no credentials for {principal.key!r} on {self.id!r}")
+
     def token_for(self, principal: Principal) -> str:
-        """The principal's credential here, matched by id *and* tenant; raises :class:`PolicyDenied`."""
+        """The principal's static credential here, matched by id *and* tenant; raises
+        :class:`PolicyDenied` (an OAuth server has none: its tokens come per connection)."""
         token = self.credentials.get(principal)
         if token is None:
             raise PolicyDenied(f"no credentials for {principal.key!r} on {self.id!r}")
@@ -204,6 +225,7 @@ async def connect(
     *,
     relearn: bool = False,
     stdio: StdioPool | None = None,
+    audit: AuditLog | None = None,
 ) -> AsyncIterator[Connection]:
     """A connected client for one principal on one server.
 
@@ -211,11 +233,13 @@ async def connect(
     :class:`ServerFailed` when the era could not be learnt (unreachable, unauthorized, unavailable,
     another era than required, another identity). ``elicitation`` is the SDK callback used only on
     handshake-era servers (which ask back over the session); passing it is what declares the
-    elicitation capability, so it is passed only when the application can render a question.
+    elicitation capability, so it is passed only when the application can render a question. With
+    ``spec.oauth`` the token comes from the provider (``audit`` gets its token events).
     """
-    token = spec.token_for(principal)
+    spec.require_credentials(principal)
     if spec.stdio is not None:
         assert stdio is not None, "stdio servers are reached through the host's StdioPool"
+        token = spec.token_for(principal)
         async with stdio.connection(spec, principal, token, elicitation, relearn=relearn) as conn:
             yield conn
         return
@@ -224,9 +248,16 @@ async def connect(
     transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
     if spec.wrap_transport is not None:
         transport = spec.wrap_transport(transport)
+    auth: httpx2.Auth | None = None
+    headers: dict[str, str] = {}
+    if spec.oauth is not None:
+        auth = spec.oauth.auth(spec.id, spec.url, principal, audit, spec.timeout_seconds)
+    else:
+        headers["Authorization"] = f"Bearer {spec.token_for(principal)}"
     async with httpx2.AsyncClient(
         transport=WireGuard(transport, journal),
-        headers={"Authorization": f"Bearer {token}"},
+        headers=headers,
+        auth=auth,
         timeout=httpx2.Timeout(spec.timeout_seconds),
     ) as http:
         learnt = spec.learnt

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from adapter.host.policy import Risk
 
 if TYPE_CHECKING:
+    from adapter.host.connection import ServerSpec
     from adapter.host.host import Host
 
 CACHE_SCOPE = "private per principal and tenant; public shared only after a policy and credential check"
@@ -105,9 +106,7 @@ def contract_of(host: Host, server: str) -> IntegrationContract:
         principal_binding={
             "principals": sorted(rule.principals),
             "tenants": sorted(rule.tenants) if rule.tenants is not None else "any",
-            "credentials": "stdio child environment"
-            if spec.stdio is not None
-            else "bearer token per principal",
+            "credentials": _credentials_of(spec),
         },
         cache_scope=CACHE_SCOPE,
         retention=rule.retention.value,
@@ -121,6 +120,14 @@ def contract_of(host: Host, server: str) -> IntegrationContract:
         else "no status tool: the application decides; never resent",
         trust=rule.trust.value,
     )
+
+
+def _credentials_of(spec: ServerSpec) -> str:
+    if spec.stdio is not None:
+        return "stdio child environment"
+    if spec.oauth is not None:
+        return f"OAuth token per principal from {spec.oauth.issuer}"
+    return "bearer token per principal"
 
 
 def diff_contracts(before: IntegrationContract, after: IntegrationContract) -> list[Recheck]:

@@ -112,7 +112,8 @@ class Host:
         """A client for ``principal`` on ``server`` (policy checked); an async context manager."""
         self.policy.check_server(principal, server)
         legacy_callback = self._legacy_elicitation(server, principal) if self._elicitation else None
-        return connect(self.servers[server], principal, legacy_callback, relearn=relearn, stdio=self.stdio)
+        spec = self.servers[server]
+        return connect(spec, principal, legacy_callback, relearn=relearn, stdio=self.stdio, audit=self.audit)
 
     # --- discovery -------------------------------------------------------------------------
 
@@ -239,7 +240,7 @@ class Host:
         allowed = []
         for entry in self.registry.active():
             server = entry.key.server
-            if principal not in self.servers[server].credentials or (server, principal) in self.failures:
+            if not self.servers[server].has_credentials(principal) or (server, principal) in self.failures:
                 continue
             try:
                 self.policy.check_tool(principal, server, entry.key.name)
@@ -258,7 +259,7 @@ class Host:
                 self.policy.check_server(principal, server)
             except PolicyDenied:
                 continue
-            if principal in spec.credentials and (server, principal) not in self.failures:
+            if spec.has_credentials(principal) and (server, principal) not in self.failures:
                 found.append(ServerInstructions(server, spec.learnt.instructions))
         return found
 
@@ -337,7 +338,7 @@ class Host:
         """Policy and credentials first, every time (a fresh entry, even a ``public`` one, is no
         permission); then the cache; then the source."""
         rule = self.policy.check_server(principal, server)
-        self.servers[server].token_for(principal)
+        self.servers[server].require_credentials(principal)
         hit = self.cache.get(server, method, target, principal.id, principal.tenant)
         if hit is not None:
             return hit

@@ -84,6 +84,15 @@ CLIENTS: list[dict[str, Any]] = [
         "response_types": ["code"],
         "redirect_uris": [BROWSER_REDIRECT],
     },
+    {  # the same, with access tokens that live 2 s: a person's token refreshed (tests/host/test_oauth.py)
+        "client_id": "short-browser",
+        "token_endpoint_auth_method": "none",
+        "application_type": "native",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "redirect_uris": [BROWSER_REDIRECT],
+        "token_ttl": 2,
+    },
 ]
 ACCOUNTS = {"alice": {"tenant": "acme"}}
 """People who sign in at the provider's login page (any password), with the claims their tokens carry."""
