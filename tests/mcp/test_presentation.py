@@ -44,6 +44,7 @@ async def test_name_title_instructions_and_prefixed_tools(server: Any) -> None:
             "abort_import",
             "get_import_status",
             "get_operation_status",
+            "replace_records",
         )
     )
     assert "erp_add_records" in (tools["erp_begin_import"].description or "")
