@@ -231,11 +231,13 @@ function buttons() {
   $("abort").disabled = state.busy || !["open", "committing", "outcome_unknown", "committed", "compensating"].includes(status);
 }
 
+// sent === null: no count to show (an outcome being resolved), the bar moves without one.
 function progress(sent, total, text) {
   $("progress-box").hidden = false;
   const bar = $("progress");
   bar.max = Math.max(total ?? 0, 1);
-  bar.value = Math.min(sent ?? 0, bar.max);
+  if (sent === null) bar.removeAttribute("value");
+  else bar.value = Math.min(sent ?? 0, bar.max);
   $("progress-text").textContent = text ?? `${number.format(sent ?? 0)} of ${number.format(total ?? 0)} records sent`;
 }
 
@@ -263,7 +265,7 @@ async function follow() {
         const op = await call(tools.get_operation_status, { operation_id: commit.operation_id });
         progress(op.records_sent, op.record_count);
       } else if (status.status === "outcome_unknown") {
-        progress(0, 1, "Waiting for the legacy system to confirm whether the batch landed.");
+        progress(null, 1, "Waiting for the legacy system to confirm whether the batch landed.");
       }
       if (!FOLLOWED.has(status.status) && !state.busy) break;
       await pause(status.status === "outcome_unknown" ? 2000 : 400);
@@ -276,18 +278,20 @@ async function follow() {
   await refresh();
 }
 
+// A button's call: the person answers the host's question meanwhile; the commit's progress is
+// followed beside it (follow() ends by itself once nothing runs any more).
 async function act(name, args, done) {
   state.busy = true;
   buttons();
   notice("");
-  const running = follow();
+  follow();
   try {
     done(await call(name, args, ANSWER_MS));
   } catch (error) {
     notice(error?.message ?? String(error), "error");
   } finally {
     state.busy = false;
-    await running;
+    buttons();
     await refresh();
   }
 }
@@ -296,17 +300,20 @@ $("commit").addEventListener("click", () => {
   // One key per view and import: a second click, or the host resending the call, never commits twice.
   state.key ??= `review-${state.review.import_id}-${crypto.getRandomValues(new Uint32Array(2)).join("")}`;
   act(tools.commit_import, { handle: state.handle, idempotency_key: state.key }, (out) => {
+    // The tool's message tells a model what to call next; a person reads what this view does.
     if (out.status === "declined") notice("You declined: nothing was committed; the import is still open.");
-    else if (out.status === "in_progress") notice(out.message ?? "The commit goes on in the background.");
+    else if (out.status === "in_progress") notice("The commit goes on in the background on the server; this view follows it.");
+    else if (out.status === "outcome_unknown") notice("The commit's outcome is being resolved with the legacy system; this view follows it. It will not be sent again.");
     else if (out.status === "committed") notice(`Committed ${number.format(out.record_count)} records.`, "success");
-    else notice(out.message ?? out.status);
+    else if (out.status === "cancelled") notice("The commit stopped before COMMIT; nothing was committed.");
+    else notice(out.status);
   });
 });
 
 $("abort").addEventListener("click", () => {
   act(tools.abort_import, { handle: state.handle }, (out) => {
     if (out.status === "declined") notice("You declined: nothing was voided or stopped.");
-    else if (out.abort_requested) notice(out.message ?? "The abort is recorded.");
+    else if (out.abort_requested) notice("The abort is recorded: the commit stops before COMMIT, or what lands is voided; this view follows it.");
     else notice(`The import is ${out.status}.`, out.status === "compensating" ? "error" : "success");
   });
 });

@@ -333,6 +333,30 @@ def test_a_running_commits_progress_moves_in_the_view(
     assert [count for _, count, _ in _batches(legacy_engine)] == [40]
 
 
+@pytest.mark.parametrize("settings_overrides", [{"reconcile_interval_seconds": 3600.0}])
+def test_an_unknown_outcome_shows_as_being_resolved_until_the_reconciler_decides(
+    browser: Any, base_url: str, kit: Kit, legacy_engine: LegacyEngine
+) -> None:
+    handle = _staged(kit, ALICE, _customers(6))
+    host = Host(browser, base_url, ALICE_TOKEN, "get_import_status", {"handle": handle})
+    host.until(lambda: host.shown()["rows"], "the records")
+    legacy_engine.update_faults(drop_after_commit=1.0)  # COMMIT applies, its reply is lost
+    try:
+        host.click("commit")
+        host.answer("accept")
+        host.until(lambda: host.shown()["status"] == "outcome unknown", "the unknown outcome")
+    finally:
+        legacy_engine.update_faults(drop_after_commit=0.0)
+    unknown = host.shown()
+    host.screenshot("review-outcome-unknown")
+    assert unknown["outcome"].startswith("Unknown: the legacy system has not confirmed")
+    assert not host.enabled("commit")  # never committed again from here
+
+    kit.service.reconcile()  # the maintenance pass asks the legacy system: the batch is there
+    host.until(lambda: host.shown()["status"] == "committed", "the reconciler's answer")
+    assert [count for _, count, _ in _batches(legacy_engine)] == [6]
+
+
 def test_another_principals_import_is_never_shown(browser: Any, base_url: str, kit: Kit) -> None:
     secret = [{"id": 1, "name": "Alice's secret customer", "email": "hidden@example.org"}]
     handle = _staged(kit, ALICE, secret)
