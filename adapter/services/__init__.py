@@ -29,7 +29,7 @@ from adapter.domain.vocabulary import StopRequest
 from adapter.services.abort import abort_import, compensate_import, settle_abort_request
 from adapter.services.commit import CommitOptions, CommitRun, begin_commit, wait_for_run
 from adapter.services.commit.claim import resume_claim
-from adapter.services.commit.confirmation import Conversation, Decision
+from adapter.services.commit.confirmation import Conversation, Decision, commit_subject, void_subject
 from adapter.services.commit.runner import hand_over_all, start_run
 from adapter.services.commit.stop import request_stop
 from adapter.services.context import CancelToken, CommitPolicy, ProgressCallback, ServiceContext
@@ -40,6 +40,7 @@ from adapter.services.operations import CommitState, commit_state, operation_sta
 from adapter.services.quotas import CommitSlot, Slots, StagingRates
 from adapter.services.reconcile import Resolution, Resume, reconcile_operation, reconcile_pass
 from adapter.services.repair import replace_records
+from adapter.services.review import ImportReview, review_import
 from adapter.services.waiting import wait_budget, wait_for_change
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "CommitState",
     "Decision",
     "ImportPage",
+    "ImportReview",
     "ImportService",
     "ProgressCallback",
     "ServiceContext",
@@ -232,6 +234,13 @@ class ImportService:
             settled=lambda view: view.status in IMPORT_FINAL,
             running=running,
         )
+
+    def review(self, principal: Principal, handle: str, *, after: int = 0, size: int = 20) -> ImportReview:
+        """The import as a person reviews it before a commit or a void (``review.py``): a page of
+        its staged records, per-field missing counts, and the question a confirmation would ask
+        now, read as the commit conversation reads it."""
+        asked = commit_subject(self.ctx, principal, handle) or void_subject(self.ctx, principal, handle)
+        return review_import(self.ctx, principal, handle, asked=asked, after=after, size=size)
 
     def operation_status(
         self, principal: Principal, *, operation_id: str | None = None, idempotency_key: str | None = None

@@ -18,6 +18,7 @@ from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.replay import staged_chunk
+from adapter.store.review import ReviewReads
 from adapter.store.unit_of_work import UnitOfWork
 from adapter.store.writers import WriterQueue
 
@@ -68,6 +69,12 @@ class Store:
         except Exception as exc:
             raise_translated(exc, self.engine.dialect.dbapi)
             raise
+
+    @contextmanager
+    def review_reads(self) -> Iterator[ReviewReads]:
+        """The reads of an import's review (``store/review.py``) on one read connection."""
+        with self.read() as connection:
+            yield ReviewReads(connection)
 
     def staged_chunk(self, import_id: str, after_seq: int, size: int) -> tuple[int, list[str]]:
         """The commit's replay read (``replay.py``): the next ``size`` staged records of the import

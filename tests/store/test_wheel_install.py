@@ -75,9 +75,12 @@ def test_an_installed_wheel_migrates_a_database_from_any_directory(tmp_path: Pat
 
     where = "import adapter.store.migrate as m; print(m.MIGRATIONS)"
     location = _run(python, "-c", where, cwd=elsewhere, env=env)
+    view = "from adapter.entrypoints.mcp.apps import render_view; print(len(render_view({'tools': {}})))"
+    rendered = _run(python, "-c", view, cwd=elsewhere, env=env)  # the view's files, from the install
     output = _run(python, "-m", "adapter", "migrate", cwd=elsewhere, env=env)
 
     assert Path(location.strip()).is_relative_to(site)  # the installed copy, not the source tree
+    assert int(rendered) > 100_000  # the HTML with its style and bundled script inlined
     assert "database migrated to head" in output
     with sqlite3.connect(elsewhere / "adapter.db") as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -124,6 +127,8 @@ def test_the_sdist_carries_what_the_docs_tell_users_to_copy(tmp_path: Path) -> N
         "examples/acme_erp/test_acme_erp.py",
         "migrations/env.py",
     } <= members
+    views = {f"adapter/entrypoints/mcp/views/review.{ext}" for ext in ("html", "css", "js")}
+    assert views <= set(shipped)  # the MCP Apps view is package data (adapter/entrypoints/mcp/apps.py)
     versions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("0*.py"))
     assert [n for n in shipped if n.startswith("adapter/store/migrations/versions/0")] == [
         f"adapter/store/migrations/versions/{name}" for name in versions

@@ -57,6 +57,10 @@ def hash_handle(handle: object) -> str | None:
     return hashlib.sha256(handle.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
+def _uri_subject(uri: str) -> str:
+    return uri.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+
+
 def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[object, str | None]:
     """(tool name as sent, handle hash) of a request, read from its raw params."""
     params = ctx.params if isinstance(ctx.params, Mapping) else {}
@@ -67,7 +71,8 @@ def _subject(ctx: ServerRequestContext[Any, Any]) -> tuple[object, str | None]:
         )
     if ctx.method == "resources/read":
         uri = params.get("uri")
-        return None, hash_handle(uri.split("://", 1)[-1] if isinstance(uri, str) else None)
+        # import://{handle} and its review, import://{handle}/review?...: the same handle's hash
+        return None, hash_handle(_uri_subject(uri) if isinstance(uri, str) else None)
     return None, None
 
 

@@ -56,6 +56,7 @@ from adapter.domain.errors import AdapterError, HandleNotFound, InvalidRequest, 
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.domain.views import CommitResult
+from adapter.entrypoints.mcp.apps import ImportReviewApp
 from adapter.entrypoints.mcp.bus import OwnerScopedBus, listening_as
 from adapter.entrypoints.mcp.catalog import DEFAULT_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401 (kept name)
 from adapter.entrypoints.mcp.catalog import TARGETS_URI, instructions, present_tools, read_targets
@@ -245,6 +246,12 @@ class McpGateway:
         self.tasks = TasksExtension(
             service, self._principal, commit_tools, self.call_tool_as_task, self._commit_tool_result
         )
+        # MCP Apps: the review view, for hosts that declare the extension (apps.py).
+        self.apps = (
+            ImportReviewApp(self.tools, prefix=settings.tool_prefix, server_name=settings.server_name)
+            if settings.apps_view
+            else None
+        )
         self.server = self._build()
 
     def _build(self) -> Server[Any]:
@@ -274,6 +281,8 @@ class McpGateway:
             get_tool_input_schema=self._tool_input_schema,
         )
         _apply(server, self.tasks, self.call_tool)
+        if self.apps is not None:
+            self.apps.apply(server)
         keys = [self.service.ctx.codec.derive_key(b"adapter/request-state/v1")]
         if not spans_wanted(self.settings.otel_spans):
             # The SDK's documented opt-out: drop its span middleware from the list.
@@ -308,7 +317,10 @@ class McpGateway:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=[tool.definition() for tool in self.tools.values()])
+        definitions = [tool.definition() for tool in self.tools.values()]
+        if self.apps is not None:
+            definitions = self.apps.present(ctx, definitions)
+        return ListToolsResult(tools=definitions)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
@@ -422,6 +434,8 @@ class McpGateway:
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
         uri = str(params.uri)
+        if self.apps is not None and self.apps.serves(uri):
+            return await self.apps.read(ctx, uri, self._principal, self.service)
         if uri.startswith(TARGETS_URI):
             text = read_targets(self.service.ctx.targets, uri)
             if text is None:
