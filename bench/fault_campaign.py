@@ -11,6 +11,10 @@ against the simulator over TCP, while the simulator is made hostile:
   out too);
 * COMMITs lost on the way (the connection dies while COMMIT is written: nothing applied, the kit
   cannot know), so reconciliation must wait out the grace period before believing "not committed";
+* COMMITs held past the grace period (the reply never comes, the COMMIT itself reaches the simulator
+  ``late_hold_seconds`` later, after the reconciler judged it ``not_committed``), while the client
+  retries under the same key (issue 21): the retry may commit again under the same batch reference,
+  and the held COMMIT then lands a second batch, which the late-commit watch must find and void;
 * cancellations at random points (a ``CancelToken`` set before the commit or from the progress
   callback at a random sent count);
 * client retries with the same idempotency key whenever the answer is not ``committed`` (bounded),
@@ -19,7 +23,9 @@ against the simulator over TCP, while the simulator is made hostile:
 Afterwards it drains: maintenance passes plus client retries until nothing is left unresolved
 (bounded), then checks, against every batch the legacy system holds:
 
-* no batch twice (per batch reference, and per import across all its commit operations);
+* no batch twice (per batch reference, and per import across all its commit operations) standing:
+  a duplicate is voided by the kit and recorded (``duplicate_voided``) or left to a person with a
+  reason (``needs_operator``); no batch is voided without the kit's record of it;
 * no committed import without its batch, no batch without its committed import
   (batch_ref -> operation -> import);
 * no partial batch (the batch holds exactly the import's records, in order);
@@ -71,6 +77,8 @@ from adapter.legacy.forwarding import ForwardingPort, ForwardingSession  # noqa:
 from adapter.legacy.simulator import SimulatorPort  # noqa: E402
 from adapter.ports.legacy import CommittedBatch, LegacyOutcomeUnknown, LegacyPort, LegacySession  # noqa: E402
 from adapter.services import CancelToken  # noqa: E402
+from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts  # noqa: E402
+from adapter.store.quota_reads import event_details  # noqa: E402
 from adapter.store.tables import ImportRow, OperationRow  # noqa: E402
 from legacy_sim.client import LegacyClient  # noqa: E402
 from legacy_sim.engine import LegacyEngine  # noqa: E402
@@ -98,6 +106,8 @@ class CampaignConfig:
     drop_after_commit: float = 0.08
     slow_commit_rate: float = 0.03  # imports that open a latency window right before their COMMIT
     lose_commit_rate: float = 0.04  # imports whose first COMMIT is lost before reaching the simulator
+    late_commit_rate: float = 0.03  # imports whose first COMMIT is held past the grace period
+    late_hold_seconds: float = 2.5  # how long: above unknown_grace_seconds, so the verdict comes first
     slow_latency_ms: float = 350.0
     slow_window_seconds: float = 0.45
     cancel_rate: float = 0.12  # half before the commit, half at a random sent count
@@ -117,6 +127,7 @@ class Plan:
     records: list[dict[str, Any]]
     slow_commit: bool
     lose_commit: bool
+    late_commit: bool
     cancel: str | None  # None, "before", "during"
     cancel_at: int
     abandon: str | None  # None, "leave", "abort"
@@ -137,6 +148,7 @@ class Plan:
             records=records,
             slow_commit=rng.random() < config.slow_commit_rate,
             lose_commit=rng.random() < config.lose_commit_rate,
+            late_commit=rng.random() < config.late_commit_rate,
             cancel=cancel,
             cancel_at=rng.randint(1, count),
             abandon=abandon,
@@ -176,9 +188,14 @@ class Report:
     commit_operations_retried: int = 0  # operations whose commit ran more than once (same key)
     slow_windows: int = 0
     commits_lost: int = 0
+    commits_held: int = 0  # COMMITs held past the grace period (and delivered late)
+    late_findings: dict[str, int] = dataclasses.field(default_factory=dict)  # the late-commit watch's
+    batches_voided: int = 0  # duplicates the kit voided (each recorded)
+    duplicates_to_operator: int = 0  # batch references with two standing batches, left to a person
     client_exceptions: dict[str, int] = dataclasses.field(default_factory=dict)
     # invariants: every one must be zero
     batch_twice_per_ref: int = 0
+    batch_voided_unrecorded: int = 0
     batch_twice_per_import: int = 0
     committed_without_batch: int = 0
     batch_without_committed_import: int = 0
@@ -192,6 +209,7 @@ class Report:
 
     INVARIANTS = (
         "batch_twice_per_ref",
+        "batch_voided_unrecorded",
         "batch_twice_per_import",
         "committed_without_batch",
         "batch_without_committed_import",
@@ -218,13 +236,16 @@ class Report:
             f"  imports: committed {self.imports_committed}, open (never committed) {self.imports_open}, "
             f"aborted {self.imports_aborted}"
             + (f", other {self.imports_other}" if self.imports_other else ""),
-            f"  legacy batches: {self.legacy_batches}",
+            f"  legacy batches standing: {self.legacy_batches}; voided duplicates: {self.batches_voided}; "
+            f"left to an operator: {self.duplicates_to_operator}",
             f"  commit answers seen by clients: {dict(sorted(self.answers.items()))}",
             f"  commit operations by final status: {dict(sorted(self.operations.items()))}; "
             f"re-run under the same key: {self.commit_operations_retried}",
             f"  reconciler findings: {dict(sorted(self.reconciled.items()))}",
             f"  latency windows opened: {self.slow_windows}; "
-            f"COMMITs lost before the simulator: {self.commits_lost}",
+            f"COMMITs lost before the simulator: {self.commits_lost}; "
+            f"held past the grace period: {self.commits_held}",
+            f"  late-commit watch findings: {dict(sorted(self.late_findings.items()))}",
             f"  client exceptions: {dict(sorted(self.client_exceptions.items())) or 0}",
             "  invariants (all must be 0):",
         ]
@@ -239,36 +260,50 @@ class Report:
 LOSE_TARGET = "campaign-lose"
 """The target of imports whose first COMMIT is lost: the session learns it at BEGIN (a commit runs on
 the server's runner thread, not the client's, so nothing of the client's thread reaches it)."""
+LATE_TARGET = "campaign-late"
+"""The target of imports whose first COMMIT is held past the grace period, learnt the same way."""
 
 
 class _LosingSession(ForwardingSession):
-    """Loses the first COMMIT of an import whose plan says so: the connection dies, nothing is sent."""
+    """Loses the first COMMIT of an import whose plan says so (the connection dies, nothing is
+    sent), or holds it: the kit hears nothing back, and the COMMIT reaches the simulator later."""
 
     def __init__(self, inner: LegacySession, port: LosingPort) -> None:
         super().__init__(inner)
         self._port = port
         self._ref = ""
-        self._lose = False
+        self._target = ""
+        self._held = False
 
     def begin(self, batch_ref: str, target: str = "") -> None:
-        self._ref, self._lose = batch_ref, target == LOSE_TARGET
+        self._ref, self._target = batch_ref, target
         super().begin(batch_ref, target)
 
     def commit(self) -> CommittedBatch:
-        if self._lose and self._port.lose_once(self._ref):
+        if self._target == LOSE_TARGET and self._port.lose_once(self._ref):
             self._inner.close()  # the simulator drops the session: the batch is gone
             raise LegacyOutcomeUnknown(
                 f"legacy commit (batch_ref={self._ref}): connection reset while sending"
             )
+        if self._target == LATE_TARGET and self._port.hold_once(self._ref, self._inner):
+            self._held = True  # the session is the held COMMIT's now; it closes it
+            raise LegacyOutcomeUnknown(f"legacy commit (batch_ref={self._ref}): no reply")
         return super().commit()
+
+    def close(self) -> None:
+        if not self._held:
+            super().close()
 
 
 class LosingPort(ForwardingPort):
-    """The simulator port, with COMMITs that can be lost before they reach the simulator."""
+    """The simulator port, with COMMITs that can be lost before they reach the simulator, or held
+    past the grace period (``hold_seconds``) and delivered then, on their own session."""
 
-    def __init__(self, inner: LegacyPort) -> None:
+    def __init__(self, inner: LegacyPort, hold_seconds: float) -> None:
         super().__init__(inner)
+        self._hold_seconds = hold_seconds
         self._lost: set[str] = set()
+        self._held: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
     def lose_once(self, batch_ref: str) -> bool:
@@ -278,9 +313,40 @@ class LosingPort(ForwardingPort):
             self._lost.add(batch_ref)
             return True
 
+    def hold_once(self, batch_ref: str, session: LegacySession) -> bool:
+        """Deliver this COMMIT ``hold_seconds`` from now, unless one of this batch was held before."""
+        with self._lock:
+            if batch_ref in self._held:
+                return False
+
+            def deliver() -> None:
+                time.sleep(self._hold_seconds)
+                try:
+                    session.commit()  # may fail as any COMMIT may (the simulator's faults are on)
+                except Exception:
+                    logging.getLogger("campaign").info("held COMMIT of %s failed", batch_ref)
+                finally:
+                    session.close()
+
+            thread = threading.Thread(target=deliver, name=f"held-commit-{batch_ref}", daemon=True)
+            self._held[batch_ref] = thread
+        thread.start()
+        return True
+
+    def wait_held(self) -> None:
+        """Until every held COMMIT was delivered."""
+        with self._lock:
+            threads = list(self._held.values())
+        for thread in threads:
+            thread.join()
+
     @property
     def lost(self) -> int:
         return len(self._lost)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
 
     def open_session(self) -> _LosingSession:
         return _LosingSession(self._inner.open_session(), self)
@@ -300,7 +366,9 @@ def build_kit(database_url: str, address: Address, config: CampaignConfig) -> tu
         max_commits_per_tenant=1000,
         **UNMETERED,
     )
-    losing = LosingPort(SimulatorPort.tcp(*address, timeout=config.legacy_timeout))
+    losing = LosingPort(
+        SimulatorPort.tcp(*address, timeout=config.legacy_timeout), hold_seconds=config.late_hold_seconds
+    )
     kit = build(settings, legacy=losing)
     ctx = kit.service.ctx
     ctx.commit_policy = dataclasses.replace(ctx.commit_policy, retry_wait_initial=0.005, retry_wait_max=0.05)
@@ -363,7 +431,7 @@ class _Campaign:
     def run_import(self, trace: ImportTrace) -> None:
         plan, who, service = trace.plan, trace.principal, self.service
         key = f"campaign-{plan.index}"
-        target = LOSE_TARGET if plan.lose_commit else "campaign"
+        target = LOSE_TARGET if plan.lose_commit else LATE_TARGET if plan.late_commit else "campaign"
         begun = self._call(trace, lambda: service.begin(who, target, idempotency_key=f"{key}-b"))
         trace.handle = begun.handle
         trace.import_id = service.status(who, trace.handle).import_id
@@ -502,12 +570,15 @@ def run_campaign(
         faults.wait_windows_closed()
         report.load_seconds = time.perf_counter() - started
         _drain(campaign, faults, report)
+        losing.wait_held()  # every held COMMIT has landed (or failed) now: the watch must see it
+        _drain(campaign, faults, report)
         report.wall_seconds = time.perf_counter() - started
         _check(campaign, legacy_db, report)
     finally:
         kit.close()
     report.slow_windows = faults.windows
     report.commits_lost = losing.lost
+    report.commits_held = losing.held
     for name, count in campaign.maintenance_errors.items():
         report.client_exceptions[f"maintenance:{name}"] = count
     return report
@@ -531,7 +602,7 @@ def _drain(campaign: _Campaign, faults: FaultControl, report: Report) -> None:
             break
         time.sleep(min(0.5, config.unknown_grace_seconds / 3))
     faults.set(error_rate=0.0, drop_after_commit=0.0, latency_ms=0)
-    report.drain_seconds = time.perf_counter() - started
+    report.drain_seconds += time.perf_counter() - started
 
 
 def _settled(campaign: _Campaign, trace: ImportTrace) -> bool:
@@ -549,11 +620,18 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
         batches = engine.committed_batches()
     finally:
         engine.close()
-    report.legacy_batches = len(batches)
+    report.legacy_batches = sum(1 for b in batches if not b["voided"])
+    report.batches_voided = sum(1 for b in batches if b["voided"])
+    report.late_findings = late_commit_counts(campaign.kit.service.ctx)
     traces = {t.import_id: t for t in campaign.traces if t.import_id}
     with campaign.kit.store.unit_of_work() as uow:
         imports = {row.id: row for row in uow.session.scalars(select(ImportRow))}
         operations = list(uow.session.scalars(select(OperationRow)))
+        voided_by_kit = {
+            str(batch_id)
+            for detail in event_details(uow.session, LATE_COMMIT_EVENT)
+            for batch_id in (detail or {}).get("voided", [])
+        }
         reconciled = [
             (e.detail or {}).get("finding")
             for op in operations
@@ -571,21 +649,31 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
         setattr(report, kind, getattr(report, kind) + 1)
         report.problems.append(f"{kind}: {message}")
 
-    # batches by reference and by import
-    by_ref: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    # batches by reference and by import; a voided batch is a duplicate the kit compensated, and
+    # only one the kit recorded as such may be voided
     for batch in batches:
+        if batch["voided"] and batch["legacy_batch_id"] not in voided_by_kit:
+            problem("batch_voided_unrecorded", f"{batch['legacy_batch_id']} ({batch['batch_ref']})")
+    standing = [b for b in batches if not b["voided"]]
+    by_ref: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for batch in standing:
         by_ref[batch["batch_ref"]].append(batch)
+    to_operator: set[str] = set()  # imports with two standing batches that a person was given
     by_import: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for ref, found in by_ref.items():
-        if len(found) > 1:
-            problem("batch_twice_per_ref", f"{ref}: {[b['legacy_batch_id'] for b in found]}")
         op = op_by_ref.get(ref)
         if op is None or op.import_id is None:
             problem("batch_without_committed_import", f"{ref}: no operation")
             continue
+        if len(found) > 1:
+            if op.status == OperationState.NEEDS_OPERATOR.value and op.error:
+                report.duplicates_to_operator += 1
+                to_operator.add(op.import_id)
+            else:
+                problem("batch_twice_per_ref", f"{ref}: {[b['legacy_batch_id'] for b in found]}")
         by_import[op.import_id].extend(found)
     for import_id, found in by_import.items():
-        if len(found) > 1:
+        if len(found) > 1 and import_id not in to_operator:
             problem("batch_twice_per_import", f"{import_id}: {[b['legacy_batch_id'] for b in found]}")
 
     # every import against what its client staged and what the legacy system holds
@@ -596,11 +684,11 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
             problem("import_unresolved", f"{import_id} is {row.state}")
         if row.state == "committed":
             report.imports_committed += 1
-            standing = [b for b in found if b["legacy_batch_id"] == row.legacy_batch_id]
-            if not standing:
+            kept = [b for b in found if b["legacy_batch_id"] == row.legacy_batch_id]
+            if not kept:
                 problem("committed_without_batch", f"{import_id}: {row.legacy_batch_id} not in legacy")
                 continue
-            batch = standing[0]
+            batch = kept[0]
             expected = trace.plan.records if trace else None
             if batch["record_count"] != row.record_count or (
                 expected is not None and batch["records"] != expected
@@ -621,9 +709,11 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
                 problem(
                     "client_told_wrong_batch", f"{import_id} is {row.state} but a client was told committed"
                 )
-    for batch in batches:
+    for batch in standing:
         op = op_by_ref.get(batch["batch_ref"])
         row = imports.get(op.import_id) if op is not None and op.import_id else None
+        if op is not None and op.import_id in to_operator:
+            continue  # a person has it, with the reason (checked below)
         if op is not None and (
             row is None
             or row.state != "committed"
