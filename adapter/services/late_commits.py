@@ -20,8 +20,10 @@ second legacy batch. Two defences:
    ``operation.late_commit_found`` that the metrics count. A commit retried under the same key after
    its ``not_committed`` verdict that *succeeded* is watched too: the late COMMIT of its first
    attempt lands under the same reference as a second batch, which is voided (``duplicate_voided``,
-   counted the same way; ``needs_operator`` if the VOID fails). So one key yields one batch, or the
-   duplicate is found, voided and counted.
+   counted the same way; ``needs_operator`` if the VOID fails). When the retry's own outcome was
+   unknown too, the reconciler finds both batches and voids the repeat the same way
+   (:func:`void_repeated_commit`). So one key yields one batch, or the duplicate is found, voided
+   and counted.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "earlier_batch_committed",
     "earlier_batch_refs",
     "late_commit_counts",
+    "void_repeated_commit",
     "watch_recent_verdicts",
 ]
 
@@ -188,6 +191,49 @@ def _void_duplicates(
     retry_on_conflict(write)
     log.warning("late COMMIT made a second batch under operation %s: %s", operation_id, finding)
     return LateCommit(operation_id, import_id, finding, status.value)
+
+
+def void_repeated_commit(
+    ctx: ServiceContext, import_id: str, operation_id: str, status: BatchStatus
+) -> BatchStatus:
+    """The reconciler found several batches under one commit's reference: its COMMIT was held past
+    the grace period, judged ``not_committed``, retried under the same key, and both landed. When
+    every one holds exactly the import's records they are the same work: the oldest stays, the rest
+    are voided and counted (``duplicate_voided``), and the status of the one left is returned to be
+    judged. Otherwise, or when a VOID fails, ``status`` comes back as it was (``needs_operator``)."""
+    with ctx.store.unit_of_work() as uow:
+        row = uow.imports.get(import_id)
+        staged = row.record_count if row is not None else None
+    first, *extra = status.batches
+    if not extra or any(b.voided or b.record_count != staged for b in status.batches):
+        return status
+    try:
+        for batch in extra:
+            ctx.legacy.void_batch(batch.legacy_batch_id)
+    except LegacyError as exc:
+        log.warning("operation %s: voiding its repeated batch failed (%s)", operation_id, type(exc).__name__)
+        return status
+    voided = [b.legacy_batch_id for b in extra]
+
+    def write() -> None:
+        with ctx.store.unit_of_work() as uow:
+            operation = uow.operations.get(operation_id)
+            uow.events.record(
+                LATE_COMMIT_EVENT,
+                import_id=import_id,
+                operation_id=operation_id,
+                state=operation.status if operation is not None else None,
+                detail={
+                    "finding": Finding.DUPLICATE_VOIDED,
+                    "batches": len(status.batches),
+                    "voided": voided,
+                },
+            )
+            uow.commit()
+
+    retry_on_conflict(write)
+    log.warning("operation %s committed more than once: the repeats were voided", operation_id)
+    return BatchStatus(status.batch_ref, (first,))
 
 
 def _record(

@@ -5,8 +5,11 @@ out (their worker died or hung). For each, the reconciler takes the lease (so on
 asks ``batch_status(batch_ref)``, and records what it learns:
 
 * one batch under the reference: the commit landed; operation ``succeeded``, import ``committed``;
-* several batches: the same work landed twice (it must never happen); ``needs_operator`` with the
-  reason, so a person voids the extra batch;
+* several batches: the same work landed twice (a COMMIT held past the grace period and the retry
+  under the same key after its ``not_committed`` verdict). When each holds the import's records the
+  oldest stays and the others are voided and counted (``late_commits.void_repeated_commit``), and
+  the one left is judged; otherwise, or when a VOID fails, ``needs_operator`` with the reason, so
+  a person voids the extra batch;
 * no batch, and COMMIT was never sent (the recovery point says so): nothing landed; operation
   ``failed`` (``not_committed``), import back to ``open`` so it can be committed again;
 * no batch, but COMMIT was sent: believed only after ``unknown_grace_seconds`` since it was sent,
@@ -46,6 +49,7 @@ from adapter.services.abort import settle_abort_request
 from adapter.services.context import ServiceContext
 from adapter.services.findings import judge
 from adapter.services.idempotency import retry_on_conflict
+from adapter.services.late_commits import void_repeated_commit
 from adapter.services.leases import lease_is_free, new_lease_owner, release_lease, take_lease
 from adapter.store.tables import EventRow
 
@@ -119,6 +123,8 @@ def reconcile_operation(
         return None
     try:
         status = ctx.legacy.batch_status(batch_ref)
+        if len(status.batches) > 1 and import_id is not None:
+            status = void_repeated_commit(ctx, import_id, operation_id, status)
     except BaseException:
         _release(ctx, operation_id, owner)
         raise

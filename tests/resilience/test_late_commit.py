@@ -299,3 +299,34 @@ def test_a_same_key_retry_and_the_late_commit_give_one_batch_the_duplicate_voide
     assert late_commit_counts(late_service.ctx) == {"duplicate_voided": 1}
     late_service.maintain()  # found once, not again on every pass
     assert len(late_events(late_service)) == 1
+
+
+def test_a_held_commit_and_an_unknown_same_key_retry_both_landing_leave_one_batch(
+    late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    """The same-key retry's reply is lost too (outcome unknown), then both COMMITs land: the
+    reconciler finds two batches of the same records under the operation's reference, keeps the
+    oldest, voids the other and counts it, instead of leaving it to a person."""
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    proxy.hold_next_commit(1.5)  # above the port's timeout: the kit hears nothing back
+    retried = late_service.commit(alice, handle, idempotency_key="first")
+    assert (retried.status, retried.operation_id) == ("outcome_unknown", first_id)
+    deadline = time.monotonic() + HOLD + 5
+    while len(legacy_engine.committed_batches()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    oldest, repeat = legacy_engine.committed_batches()
+    assert oldest["batch_ref"] == repeat["batch_ref"]
+
+    [resolution] = late_service.reconcile()
+
+    assert (resolution.status, resolution.finding) == ("succeeded", "committed")
+    standing = [b["legacy_batch_id"] for b in legacy_engine.committed_batches() if not b["voided"]]
+    assert standing == [oldest["legacy_batch_id"]]
+    assert late_service.status(alice, handle).legacy_batch_id == oldest["legacy_batch_id"]
+    [found] = late_events(late_service)
+    assert found.detail == {
+        "finding": "duplicate_voided",
+        "batches": 2,
+        "voided": [repeat["legacy_batch_id"]],
+    }
+    assert late_commit_counts(late_service.ctx) == {"duplicate_voided": 1}
