@@ -38,6 +38,7 @@ from adapter.domain.vocabulary import EventKind, Finding
 from adapter.ports.legacy import BatchStatus, LegacyError
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
+from adapter.services.retries import legacy_retrying
 from adapter.store.quota_reads import event_details, not_committed_verdicts, recently_doubted_commits
 from adapter.store.unit_of_work import UnitOfWork
 
@@ -153,6 +154,12 @@ def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
     return found
 
 
+def _void(ctx: ServiceContext, batch_ids: list[str]) -> None:
+    """VOID each duplicate, retrying a transient failure as every VOID is (a VOID is idempotent)."""
+    for batch_id in batch_ids:
+        legacy_retrying(ctx.commit_policy)(ctx.legacy.void_batch, batch_id)
+
+
 def _void_duplicates(
     ctx: ServiceContext, import_id: str, operation_id: str, kept: str, extra: list[str]
 ) -> LateCommit:
@@ -161,8 +168,7 @@ def _void_duplicates(
     batch the operation recorded stays; the late one is voided (a VOID is idempotent), and the event
     is counted like every late commit. A VOID that fails leaves it to a person (``needs_operator``)."""
     try:
-        for batch_id in extra:
-            ctx.legacy.void_batch(batch_id)
+        _void(ctx, extra)
         finding, status = Finding.DUPLICATE_VOIDED, OperationState.SUCCEEDED
     except LegacyError as exc:
         log.warning("operation %s: voiding its duplicate batch failed (%s)", operation_id, type(exc).__name__)
@@ -208,8 +214,7 @@ def void_repeated_commit(
     if not extra or any(b.voided or b.record_count != staged for b in status.batches):
         return status
     try:
-        for batch in extra:
-            ctx.legacy.void_batch(batch.legacy_batch_id)
+        _void(ctx, [batch.legacy_batch_id for batch in extra])
     except LegacyError as exc:
         log.warning("operation %s: voiding its repeated batch failed (%s)", operation_id, type(exc).__name__)
         return status
