@@ -18,12 +18,16 @@ import argparse
 import json
 import resource
 import statistics
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from core_import import PRINCIPAL, build_kit
 from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "counting"))
+from driver_counts import COUNTS, install
 
 STEPS = ("begin", "adds", "commit")
 
@@ -43,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chunks = [[{"add": a, "i": i} for i in range(args.batch)] for a in range(args.adds)]
     spent: dict[str, list[float]] = {step: [] for step in STEPS}
+    sent: dict[str, list[tuple[int, int]]] = {step: [] for step in STEPS}  # (statements, transactions)
+    install()
     with (
         tempfile.TemporaryDirectory(prefix="bench-steps-") as tmp,
         simulator(Path(tmp)) as address,
@@ -51,29 +57,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit = build_kit(url, address, args.batch)
         service = kit.service
         for n in range(args.imports + 3):
-            started = cpu_seconds()
+            marks = [(cpu_seconds(), COUNTS["statements"], COUNTS["transactions"])]
             handle = service.begin(PRINCIPAL, "customers").handle
-            begun = cpu_seconds()
+            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
             for chunk in chunks:
                 service.add(PRINCIPAL, handle, chunk)
-            added = cpu_seconds()
+            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
             result = service.commit(PRINCIPAL, handle)
-            committed = cpu_seconds()
+            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
             if result.status.value != "committed":
                 raise SystemExit(f"commit answered {result.status.value}")
             if n >= 3:  # the first three warm the caches and the pool
-                used = (begun - started, added - begun, committed - added)
-                for step, seconds in zip(STEPS, used, strict=True):
-                    spent[step].append(seconds)
+                for step, before, after in zip(STEPS, marks, marks[1:], strict=False):
+                    spent[step].append(after[0] - before[0])
+                    sent[step].append((after[1] - before[1], after[2] - before[2]))
         kit.close()
     medians = {step: round(1000 * statistics.median(values), 2) for step, values in spent.items()}
+    statements = {step: statistics.median(s for s, _ in v) for step, v in sent.items()}
+    transactions = {step: statistics.median(t for _, t in v) for step, v in sent.items()}
     print(
-        f"CPU ms per import step (median of {args.imports}), {args.db}, {args.adds} x {args.batch} records:"
+        f"CPU ms per import step (median of {args.imports}), {args.db}, {args.adds} x {args.batch} records"
+        + (" (statements and transactions on PostgreSQL's driver):" if args.db == "postgres" else ":")
     )
     for step in STEPS:
-        print(f"  {step:<7}{medians[step]:>8.2f}")
-    print(f"  {'all':<7}{sum(medians.values()):>8.2f}")
-    print(json.dumps({"bench": "import_steps", "db": args.db, "cpu_ms": medians, "imports": args.imports}))
+        print(f"  {step:<7}{medians[step]:>8.2f} ms {statements[step]:>5} stmts {transactions[step]:>4} tx")
+    print(
+        f"  {'all':<7}{sum(medians.values()):>8.2f} ms {sum(statements.values()):>5} stmts "
+        f"{sum(transactions.values()):>4} tx"
+    )
+    summary = {"bench": "import_steps", "db": args.db, "cpu_ms": medians, "imports": args.imports}
+    print(json.dumps(summary | {"statements": statements, "transactions": transactions}))
     return 0
 
 

@@ -15,7 +15,12 @@ local mode, ``ADAPTER_CONFIRM_COMMIT=never``; the naive server); the clients in 
 every server, so client CPU is charged alike). The configurations run one after the other, in the
 order naive, kit x1, kit x2 (then reversed for ``--rounds 2``...), each after a short warm-up.
 
-Targets (issue 13): kit x1 >= 0.7x the naive wrapper's imports/s at 32 clients; kit x2 >= 1.3x kit x1.
+Also reported per configuration: the CPU each role spent per import (the server's process group, the
+kit's own PostgreSQL backends, found by ``application_name``, the simulator, the clients) and the SQL
+statements and transactions per import, counted on the driver in every server process
+(``bench/counting``). Targets (issue 25; they do not depend on the core count): the kit's server CPU per
+import <= 1.3x the naive wrapper's, two workers' <= 1.05x one worker's, the whole import's p50 <= 1.3x the
+naive wrapper's, PostgreSQL <= 10 ms of CPU and <= 30 statements per import (``ratios`` in the JSON line).
 
 Usage::
 
@@ -53,6 +58,7 @@ from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator, unmetered_e
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL_VERSION = "2026-07-28"
 TOOLS = ("begin_import", "add_records", "commit_import")
+TIMED = (*TOOLS, "import")  # "import": one whole import, begin to the commit's answer
 
 
 def _free_port() -> int:
@@ -106,11 +112,12 @@ def running(command: list[str], env: dict[str, str], port: int, log: Path) -> It
 
 @dataclass
 class Tally:
-    latencies: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIMED})
     imports: int = 0
     errors: int = 0
     first_error: str | None = None
     cpu: dict[str, float] | None = None  # CPU seconds per role inside the window
+    store: dict[str, int] | None = None  # statements and transactions inside the window
 
     def error(self, what: str) -> None:
         self.errors += 1
@@ -170,16 +177,42 @@ class Window:
 
 
 ROLES = ("server", "postgres", "simulator", "clients")
+APPLICATION_NAME = f"bench-load-{os.getpid()}"
+"""The ``application_name`` of the kit's database connections: how the bench tells its own PostgreSQL
+backends from every other one on the machine."""
 
 
-def cpu_by_role(server_group: int | None) -> dict[str, float] | None:
-    """CPU seconds used so far by each role (Linux ``/proc``; None elsewhere): the server's
-    process group, every PostgreSQL backend, the simulator and this process (the clients)."""
+@dataclass(frozen=True)
+class Probe:
+    """What to sample: the server's process group, the PostgreSQL URL to ask for the kit's backends,
+    and the folder where the server's processes write their statement counts (``bench/counting``)."""
+
+    server_group: int | None = None
+    postgres_url: str | None = None
+    counts: Path | None = None
+
+
+def own_backends(postgres_url: str | None) -> set[int]:
+    """The pids of the PostgreSQL backends that serve the kit under test (by ``application_name``)."""
+    if postgres_url is None:
+        return set()
+    import psycopg
+
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (APPLICATION_NAME,)
+        ).fetchall()
+    return {int(pid) for (pid,) in rows}
+
+
+def cpu_by_process(probe: Probe, backends: set[int]) -> dict[int, tuple[str, float]] | None:
+    """CPU seconds used so far by each process of a role (Linux ``/proc``; None elsewhere): the
+    server's process group, the kit's own PostgreSQL backends, the simulator and this process."""
     proc = Path("/proc")
     if not (proc / "self" / "stat").exists():
         return None
     tick = os.sysconf("SC_CLK_TCK")
-    used = dict.fromkeys(ROLES, 0.0)
+    used: dict[int, tuple[str, float]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -188,18 +221,37 @@ def cpu_by_role(server_group: int | None) -> dict[str, float] | None:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # the process ended while we looked
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        pid = int(entry.name)
         fields = stat[stat.rindex(")") + 2 :].split()
         seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-        if int(entry.name) == os.getpid():
-            used["clients"] += seconds
-        elif server_group is not None and int(fields[2]) == server_group:
-            used["server"] += seconds
-        elif comm == "postgres":
-            used["postgres"] += seconds
+        if pid == os.getpid():
+            used[pid] = ("clients", seconds)
+        elif probe.server_group is not None and int(fields[2]) == probe.server_group:
+            used[pid] = ("server", seconds)
+        elif pid in backends:
+            used[pid] = ("postgres", seconds)
         elif b"legacy_sim" in command:
-            used["simulator"] += seconds
+            used[pid] = ("simulator", seconds)
     return used
+
+
+def cpu_between(first: dict[int, tuple[str, float]], last: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU per role between two samples, process by process: one that started in between counts from
+    zero, one that ended in between is left out (never a negative figure)."""
+    spent = dict.fromkeys(ROLES, 0.0)
+    for pid, (role, seconds) in last.items():
+        spent[role] += seconds - first.get(pid, (role, 0.0))[1]
+    return spent
+
+
+def store_counts(folder: Path | None) -> dict[str, int]:
+    """Statements and transactions the server's processes sent so far (``bench/counting``)."""
+    total = {"statements": 0, "transactions": 0}
+    for path in folder.glob("*.json") if folder else ():
+        with contextlib.suppress(OSError, ValueError):
+            for key, value in json.loads(path.read_text()).items():
+                total[key] += int(value)
+    return total
 
 
 async def client_loop(url: str, window: Window, args: argparse.Namespace, tally: Tally, n: int) -> None:
@@ -215,6 +267,7 @@ async def client_loop(url: str, window: Window, args: argparse.Namespace, tally:
     async with httpx.AsyncClient(timeout=120) as http:
         while time.monotonic() < window.end:
             try:
+                began = time.monotonic()
                 handle = (await timed("begin_import", {"target": "customers"}))["handle"]
                 for chunk in records:
                     await timed("add_records", {"handle": handle, "records": chunk})
@@ -223,25 +276,31 @@ async def client_loop(url: str, window: Window, args: argparse.Namespace, tally:
                     tally.error(f"commit answered {committed.get('status')}")
                 elif window.opens <= time.monotonic() <= window.end:
                     tally.imports += 1  # an import counts when its commit completes inside the window
+                    if window.counts(began, time.monotonic()):
+                        tally.latencies["import"].append(time.monotonic() - began)
             except Exception as exc:  # counted, never hidden: errors must be 0
                 tally.error(f"{type(exc).__name__}: {exc}")
 
 
-async def drive(url: str, args: argparse.Namespace, server_group: int | None = None) -> Tally:
+async def drive(url: str, args: argparse.Namespace, probe: Probe) -> Tally:
     """Every client loops from now on; the first ``--warmup`` seconds fill the pipeline and do not count.
 
-    The CPU each role used inside the window is sampled at its two ends (``Tally.cpu``)."""
+    The CPU each role used and the statements the server sent inside the window are sampled at its two
+    ends (``Tally.cpu``, ``Tally.store``)."""
     tally = Tally()
     now = time.monotonic()
     window = Window(opens=now + args.warmup, end=now + args.warmup + args.seconds)
 
     async def sample_cpu() -> None:
         await asyncio.sleep(window.opens - time.monotonic())
-        first = cpu_by_role(server_group)
+        backends = own_backends(probe.postgres_url)  # the pool has grown in the warm-up
+        first, counted = cpu_by_process(probe, backends), store_counts(probe.counts)
         await asyncio.sleep(window.end - time.monotonic())
-        last = cpu_by_role(server_group)
+        backends |= own_backends(probe.postgres_url)  # a backend opened since counts from zero
+        last, counted_last = cpu_by_process(probe, backends), store_counts(probe.counts)
         if first is not None and last is not None:
-            tally.cpu = {role: last[role] - first[role] for role in ROLES}
+            tally.cpu = cpu_between(first, last)
+        tally.store = {key: counted_last[key] - counted[key] for key in counted}
 
     await asyncio.gather(
         sample_cpu(), *(client_loop(url, window, args, tally, n) for n in range(args.clients))
@@ -258,7 +317,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str, Any]:
     cpu = tally.cpu or {}
+    store = tally.store or {}
+    sent = {key: round(n / tally.imports, 1) if store and tally.imports else None for key, n in store.items()}
     return {
+        "statements_per_import": sent.get("statements"),
+        "transactions_per_import": sent.get("transactions"),
         "cores": {role: round(used / seconds, 3) for role, used in cpu.items()},
         "cpu_ms_per_import": {
             role: round(1000 * used / tally.imports, 2) if tally.imports else None
@@ -280,17 +343,20 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
     }
 
 
-def measure(name: str, url: str, args: argparse.Namespace, server_group: int | None = None) -> dict[str, Any]:
-    tally = asyncio.run(drive(url, args, server_group))
+def measure(name: str, url: str, args: argparse.Namespace, probe: Probe) -> dict[str, Any]:
+    tally = asyncio.run(drive(url, args, probe))
     result = figures(tally, args.seconds, args)
     print(f"  {name}: {result['imports_per_s']:.1f} imports/s, errors {result['errors']}", file=sys.stderr)
     return result
 
 
-def kit_env(database_url: str, legacy: str, clients: int, workers: int) -> dict[str, str]:
+def kit_env(database_url: str, legacy: str, clients: int, workers: int, counts: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPTER_")}
     env.update(
-        ADAPTER_DATABASE_URL=database_url,
+        ADAPTER_DATABASE_URL=f"{database_url}&application_name={APPLICATION_NAME}",
+        # Every process of the server counts its statements on the driver (bench/counting).
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "bench" / "counting"), env.get("PYTHONPATH")])),
+        BENCH_STORE_COUNTS=str(counts),
         ADAPTER_LEGACY_URL=legacy,
         ADAPTER_SECRET=secrets.token_hex(32),
         ADAPTER_CONFIRM_COMMIT="never",
@@ -320,15 +386,15 @@ def run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) 
             legacy,
         ]
         with running(command, dict(os.environ), port, log) as (url, group):
-            return measure(name, url, args, group)
+            return measure(name, url, args, Probe(server_group=group))
     workers = 2 if name == "kit_x2" else 1
     with fresh_database("postgres", workdir, args.postgres_url) as database_url:
         command = [sys.executable, "-m", "adapter", "serve", "--port", str(port), "--workers", str(workers)]
-        with running(command, kit_env(database_url, legacy, args.clients, workers), port, log) as (
-            url,
-            group,
-        ):
-            return measure(name, url, args, group)
+        counts = workdir / f"{name}-{port}-counts"
+        counts.mkdir()
+        env = kit_env(database_url, legacy, args.clients, workers, counts)
+        with running(command, env, port, log) as (url, group):
+            return measure(name, url, args, Probe(group, args.postgres_url, counts))
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -339,6 +405,9 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
         merged[key] = (
             {role: round(statistics.mean(v[role] for v in values), 3) for role in ROLES} if values else {}
         )
+    for key in ("statements_per_import", "transactions_per_import"):
+        values = [r[key] for r in results if r[key] is not None]
+        merged[key] = round(statistics.mean(values), 1) if values else None
     merged["imports_per_s"] = statistics.mean(r["imports_per_s"] for r in results)
     merged["records_per_s"] = statistics.mean(r["records_per_s"] for r in results)
     merged["errors"] = sum(r["errors"] for r in results)
@@ -389,11 +458,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": results,
         "kit_x1_vs_naive": x1 / naive if x1 and naive else None,
         "kit_x2_vs_kit_x1": x2 / x1 if x2 and x1 else None,
+        "ratios": targets(results),
         "errors": sum(r["errors"] for r in results.values()),
     }
     print_table(summary)
     print(json.dumps(summary, default=lambda v: None))
     return 0 if summary["errors"] == 0 else 1
+
+
+TARGETS = {  # issue 25: what is held, in figures that do not depend on the core count
+    "server_cpu_kit_x1_vs_naive": 1.3,
+    "server_cpu_kit_x2_vs_kit_x1": 1.05,
+    "import_p50_kit_x1_vs_naive": 1.3,
+}
+
+
+def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """The issue-25 ratios of this run (None where a configuration did not run)."""
+
+    def server_cpu(name: str) -> float | None:
+        cpu = results.get(name, {}).get("cpu_ms_per_import") or {}
+        return cpu.get("server")
+
+    def import_p50(name: str) -> float | None:
+        return results[name]["latency_ms"]["import"]["p50"] if name in results else None
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    return {
+        "server_cpu_kit_x1_vs_naive": ratio(server_cpu("kit_x1"), server_cpu("naive")),
+        "server_cpu_kit_x2_vs_kit_x1": ratio(server_cpu("kit_x2"), server_cpu("kit_x1")),
+        "import_p50_kit_x1_vs_naive": ratio(import_p50("kit_x1"), import_p50("naive")),
+    }
 
 
 def print_table(s: dict[str, Any]) -> None:
@@ -402,12 +499,12 @@ def print_table(s: dict[str, Any]) -> None:
         f"begin / add_records {s['adds']} x {s['batch']} / commit; load average before {s['loadavg_before']}"
     )
     header = f"{'configuration':<14}{'imports/s':>10}{'records/s':>11}{'errors':>7}"
-    for tool in TOOLS:
+    for tool in TIMED:
         header += f"{tool + ' p50/p99 ms':>30}"
     print(header)
     for name, r in s["results"].items():
         row = f"{name:<14}{r['imports_per_s']:>10.1f}{r['records_per_s']:>11.0f}{r['errors']:>7}"
-        for tool in TOOLS:
+        for tool in TIMED:
             lat = r["latency_ms"][tool]
             row += f"{lat['p50']:>20.1f} / {lat['p99']:>7.1f}"
         print(row)
@@ -420,8 +517,14 @@ def print_table(s: dict[str, Any]) -> None:
                 + ", ".join(f"{role} {r['cores'][role]:.2f} ({per_import[role]})" for role in r["cores"])
                 + f"; all {sum(r['cores'].values()):.2f} of {s['cpus']}"
             )
-    x1, x2 = (f"{v:.2f}x" if v is not None else "n/a" for v in (s["kit_x1_vs_naive"], s["kit_x2_vs_kit_x1"]))
-    print(f"kit x1 / naive: {x1} (target >= 0.7x); kit x2 / kit x1: {x2} (target >= 1.3x)")
+        if r["statements_per_import"] is not None:
+            print(
+                f"  store per import: {r['statements_per_import']} statements, "
+                f"{r['transactions_per_import']} transactions (target <= 30 statements)"
+            )
+    for name, limit in TARGETS.items():
+        value = s["ratios"][name]
+        print(f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'} (target <= {limit}x)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, delete, exists, func, insert, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import (
@@ -115,23 +115,6 @@ class ImportRepository(_RowRepository[ImportRow]):
 
 
 class RecordRepository(_Repository):
-    def stage(self, import_id: str, first_seq: int, records: Sequence[str]) -> None:
-        """Insert records at positions ``first_seq, first_seq + 1, ...`` in this transaction.
-
-        On PostgreSQL this uses COPY, several times faster than a multi-row INSERT for large calls.
-        """
-        connection = self._session.connection()
-        if connection.dialect.name == "postgresql":
-            cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            with cursor.copy("COPY staged_records (import_id, seq, data) FROM STDIN") as copy:
-                for offset, record in enumerate(records):
-                    copy.write_row((import_id, first_seq + offset, record))
-            return
-        self._session.execute(
-            insert(StagedRecordRow),
-            [{"import_id": import_id, "seq": first_seq + i, "data": r} for i, r in enumerate(records)],
-        )
-
     def chunk(self, import_id: str, after_seq: int, limit: int) -> list[tuple[int, str]]:
         """The next ``limit`` records after ``after_seq``, in order (keyset, so memory stays bounded)."""
         rows = self._session.execute(
@@ -418,17 +401,6 @@ class RetentionRepository(_Repository):
             )
         return len(positions)
 
-    def purge_imports(
-        self, final: Collection[str], finished: Collection[str], cutoff: datetime, limit: int
-    ) -> int:
-        """Imports in a ``final`` state with no unfinished operation, with their records and operations."""
-        return self._delete(
-            self._purgeable_imports(final, finished, cutoff),
-            ImportRow.__table__,
-            limit,
-            dependants=(StagedRecordRow, OperationRow),
-        )
-
     def purge_imports_by_id(self, ids: Collection[str]) -> int:
         """These imports, with their records and operations (ids from ``purgeable_import_owners``)."""
         query = select(ImportRow.id).where(ImportRow.id.in_(list(ids)))
@@ -439,7 +411,7 @@ class RetentionRepository(_Repository):
     def purgeable_import_owners(
         self, final: Collection[str], finished: Collection[str], cutoff: datetime, limit: int
     ) -> list[tuple[str, str, str]]:
-        """``(import id, principal, tenant)`` of what the next ``purge_imports`` will delete."""
+        """``(import id, principal, tenant)`` of the next imports to purge (``purge_imports_by_id``)."""
         ids = self._purgeable_imports(final, finished, cutoff).limit(limit)
         query = select(ImportRow.id, ImportRow.principal, ImportRow.tenant).where(ImportRow.id.in_(ids))
         return [(row.id, row.principal, row.tenant) for row in self._session.execute(query)]

@@ -25,8 +25,8 @@ def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
     # way the unit of work raises StoreConflict, with the driver's error as its cause.
     # A position staged twice breaks the primary key (import_id, seq).
     with pytest.raises(StoreConflict) as caught, store.unit_of_work() as uow:
-        uow.records.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
-        uow.records.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
+        uow.staging.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
+        uow.staging.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
         uow.commit()
 
     cause = caught.value.__cause__
