@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import statistics
 import sys
@@ -380,10 +381,13 @@ def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
     ]
 
 
+_EXPLAINED = itertools.count()  # each capture's round has keys of its own
+
+
 def hot_statements(kit: Kit) -> list[tuple[str, Any]]:
     """The distinct SELECT, UPDATE and DELETE statements of one round of :data:`STEPS`, each with the parameters it first ran with."""
     with captured_sql(kit) as seen:
-        run_steps(kit, {step: [] for step in STEPS}, 0, tag="explain-")
+        run_steps(kit, {step: [] for step in STEPS}, next(_EXPLAINED), tag="explain-")
     handle = kit.service.list_imports(PRINCIPAL, cursor=None, limit=1).items[0].handle
     seen.append(status_read_sql(kit, handle))
     seen += driver_statements(kit, handle)
@@ -508,7 +512,7 @@ def measure(kind: str, args: argparse.Namespace, workdir: Path, address: tuple[s
             fill_seconds = time.perf_counter() - started
             print(f"{kind}: filled {counts} in {fill_seconds:.1f} s", flush=True)
             spent = {name: {step: [] for step in STEPS} for name in ("empty", "full")}
-            warmup = max(args.warmup, full.settings.page_size)  # a full first page on both databases
+            warmup = args.warmup
             for n in range(args.rounds + warmup):
                 order = (("empty", empty), ("full", full)) if n % 2 else (("full", full), ("empty", empty))
                 for name, kit in order:
@@ -561,7 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=1_000_000, help="finished imports of history")
     parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--rounds", type=int, default=100, help="measured rounds per database")
-    parser.add_argument("--warmup", type=int, default=5, help="rounds first (at least a page of imports)")
+    parser.add_argument(
+        "--warmup", type=int, default=50, help="rounds first: at least a page (50), so both first pages are full"
+    )
     parser.add_argument("--purge-rows", type=int, default=1_000_000, help="0: no purge measurement")
     parser.add_argument(
         "--probe-calls", type=int, default=2000, help="the other tenant's calls before the purge"
