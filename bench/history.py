@@ -83,10 +83,17 @@ databases (the warm-up makes at least a page of them), so a ratio is history's c
 
 # --- the history ---------------------------------------------------------------------------------
 
-_IMPORT_COLUMNS = ["id", "handle_digest", "principal", "tenant", "target", "state", "record_count", "staged_bytes", "revision", "legacy_batch_id", "expires_at", "created_at", "updated_at", "version"]
-_OPERATION_COLUMNS = ["id", "kind", "principal", "tenant", "import_id", "idempotency_key", "request_fingerprint", "status", "batch_ref", "recovery_point", "result", "error", "attempts", "lease_owner", "lease_expires_at", "records_sent", "stop_requested", "created_at", "updated_at", "version"]
-_EVENT_COLUMNS = ["import_id", "operation_id", "kind", "state", "detail", "created_at"]
-_STAGED_COLUMNS = ["import_id", "seq", "data"]
+_IMPORT_COLUMNS = (
+    *("id", "handle_digest", "principal", "tenant", "target", "state", "record_count", "staged_bytes"),
+    *("revision", "legacy_batch_id", "expires_at", "created_at", "updated_at", "version"),
+)
+_OPERATION_COLUMNS = (
+    *("id", "kind", "principal", "tenant", "import_id", "idempotency_key", "request_fingerprint"),
+    *("status", "batch_ref", "recovery_point", "result", "error", "attempts", "lease_owner"),
+    *("lease_expires_at", "records_sent", "stop_requested", "created_at", "updated_at", "version"),
+)
+_EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "created_at")
+_STAGED_COLUMNS = ("import_id", "seq", "data")
 TABLES = {
     "imports": _IMPORT_COLUMNS,
     "operations": _OPERATION_COLUMNS,
@@ -157,6 +164,7 @@ class History:
         # The purge deletes a committed import's records after the retention and zeroes its bytes.
         keeps = committed and self.now - t0 < self.keep_staged
         staged_bytes = 1100 if keeps or not committed else 0
+        expires = _at(t0 + timedelta(minutes=15))
         rows.imports.append(
             (
                 import_id,
@@ -168,21 +176,42 @@ class History:
                 RECORDS,
                 staged_bytes,
                 0,
-                legacy_batch,
+                *(legacy_batch, expires, at[0], ended, 5 if committed else 3),
             )
-            + (_at(t0 + timedelta(minutes=15)), at[0], ended, 5 if committed else 3)
         )
         ops = [f"{(1 << 124) | (i << 2) | k:032x}" for k in range(3)]
         owner = (principal, tenant, import_id)
         begin_result = json.dumps({"import_id": import_id, "target": "customers", "expires_at": at[0]})
         add_result = json.dumps({"accepted": RECORDS, "record_count": RECORDS, "first_seq": 1})
         rows.operations.append(
-            (ops[0], "begin", *owner, f"b-{i}", _FINGERPRINT, "succeeded", None, None, begin_result, None)
-            + (1, None, None, None, None, at[0], at[0], 1)
+            (
+                ops[0],
+                "begin",
+                *owner,
+                f"b-{i}",
+                _FINGERPRINT,
+                "succeeded",
+                None,
+                None,
+                begin_result,
+                None,
+                *(1, None, None, None, None, at[0], at[0], 1),
+            )
         )
         rows.operations.append(
-            (ops[1], "add", *owner, None, _FINGERPRINT, "succeeded", None, None, add_result, None)
-            + (1, None, None, None, None, at[1], at[1], 1)
+            (
+                ops[1],
+                "add",
+                *owner,
+                None,
+                _FINGERPRINT,
+                "succeeded",
+                None,
+                None,
+                add_result,
+                None,
+                *(1, None, None, None, None, at[1], at[1], 1),
+            )
         )
         events = rows.events
         events += [
@@ -225,8 +254,19 @@ class History:
         error = json.dumps({"code": "legacy_rejected", "message": "refused"}) if failed else None
         point = "failed_before_commit" if failed else "committed"
         rows.operations.append(
-            (op, "commit", *owner, f"c-{i}", _FINGERPRINT, status, f"adp-{op}", point, result, error)
-            + (1, None, None, None, None, at[2], at[4], 4)
+            (
+                op,
+                "commit",
+                *owner,
+                f"c-{i}",
+                _FINGERPRINT,
+                status,
+                f"adp-{op}",
+                point,
+                result,
+                error,
+                *(1, None, None, None, None, at[2], at[4], 4),
+            )
         )
         rows.events.extend(
             [
@@ -385,7 +425,8 @@ _EXPLAINED = itertools.count()  # each capture's round has keys of its own
 
 
 def hot_statements(kit: Kit) -> list[tuple[str, Any]]:
-    """The distinct SELECT, UPDATE and DELETE statements of one round of :data:`STEPS`, each with the parameters it first ran with."""
+    """The distinct SELECT, UPDATE and DELETE statements of one round of :data:`STEPS`, each with
+    the parameters it first ran with."""
     with captured_sql(kit) as seen:
         run_steps(kit, {step: [] for step in STEPS}, next(_EXPLAINED), tag="explain-")
     handle = kit.service.list_imports(PRINCIPAL, cursor=None, limit=1).items[0].handle
@@ -524,9 +565,8 @@ def measure(kind: str, args: argparse.Namespace, workdir: Path, address: tuple[s
             empty_ms, full_ms = medians_ms(spent["empty"]), medians_ms(spent["full"])
             ratios = {step: round(full_ms[step] / empty_ms[step], 2) for step in STEPS}
             if args.explain and kind == "postgres":
-                print(
-                    f"hot statements with a sequential scan of a big table: {print_plans(full, verbose=args.verbose)}"
-                )
+                scanning = print_plans(full, verbose=args.verbose)
+                print(f"hot statements with a sequential scan of a big table: {scanning}")
             purge = purge_stall(full, history, args.purge_rows, args.probe_calls) if args.purge_rows else None
         finally:
             empty.close()
@@ -545,9 +585,8 @@ def measure(kind: str, args: argparse.Namespace, workdir: Path, address: tuple[s
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    print(
-        f"{result['database']}: median ms of {result['rounds']} rounds, {result['imports']:,} imports of history"
-    )
+    rounds, imports = result["rounds"], result["imports"]
+    print(f"{result['database']}: median ms of {rounds} rounds, {imports:,} imports of history")
     print(f"  {'step':<22}{'empty':>10}{'full':>10}{'ratio':>8}")
     for step in STEPS:
         empty, full = result["empty_ms"][step], result["full_ms"][step]
@@ -566,7 +605,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--rounds", type=int, default=100, help="measured rounds per database")
     parser.add_argument(
-        "--warmup", type=int, default=50, help="rounds first: at least a page (50), so both first pages are full"
+        "--warmup",
+        type=int,
+        default=50,
+        help="rounds first: at least a page (50), so both first pages are full",
     )
     parser.add_argument("--purge-rows", type=int, default=1_000_000, help="0: no purge measurement")
     parser.add_argument(
