@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, select
+from sqlalchemy import ColumnElement, FromClause, and_, delete, exists, func, literal_column, select
 from sqlalchemy.orm import Session
 
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
@@ -13,6 +13,7 @@ from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecord
 __all__ = [
     "delete_staged_range",
     "event_details",
+    "holds_bytes",
     "imports_with_leftover_records",
     "not_committed_verdicts",
     "recently_doubted_commits",
@@ -27,11 +28,22 @@ __all__ = [
 RELEASED_STATES = ("aborted", "expired")
 
 
+def holds_bytes(imports: FromClause) -> ColumnElement[bool]:
+    """``tables.HOLDING`` on ``imports`` (the table or an alias of it), in literals, so the planner
+    reads the partial index ``ix_imports_holding``: a tenant's sum then costs what it holds now
+    (open imports, committed ones until the purge), not every import it ever made. A row with no
+    bytes adds nothing to a sum, so leaving it out changes no total."""
+    terms = [imports.c.staged_bytes > literal_column("0")]
+    terms += [imports.c.state != literal_column(f"'{state}'") for state in RELEASED_STATES]
+    return and_(*terms)
+
+
 def tenant_held_bytes(session: Session, tenant: str) -> int:
     """What the tenant's imports hold against the staged-bytes quota: all but the released ones."""
+    imports = ImportRow.__table__
     total = session.scalar(
-        select(func.coalesce(func.sum(ImportRow.staged_bytes), 0)).where(
-            ImportRow.tenant == tenant, ImportRow.state.not_in(RELEASED_STATES)
+        select(func.coalesce(func.sum(imports.c.staged_bytes), 0)).where(
+            imports.c.tenant == tenant, holds_bytes(imports)
         )
     )
     return int(total or 0)

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import ColumnElement, Select, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
+from adapter.domain.states import OperationKind
 from adapter.store.tables import (
     AuditRow,
     CompensationRow,
@@ -171,12 +172,16 @@ class OperationRepository(_RowRepository[OperationRow]):
         ).one_or_none()
 
     def latest_by_key(self, tenant: str, principal: str, key: str) -> OperationRow | None:
-        """The newest operation of any kind under ``key`` (keys are unique per kind)."""
+        """The newest operation of any kind under ``key`` (keys are unique per kind).
+
+        The kinds are named, so the unique index (tenant, principal, kind, key) finds the few rows
+        under the key; without them it reads every operation of the principal (issue 25)."""
         return self._session.scalars(
             select(OperationRow)
             .where(
                 OperationRow.tenant == tenant,
                 OperationRow.principal == principal,
+                OperationRow.kind.in_([kind.value for kind in OperationKind]),
                 OperationRow.idempotency_key == key,
             )
             .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())

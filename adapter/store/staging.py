@@ -27,7 +27,6 @@ from sqlalchemy import (
     Dialect,
     Insert,
     Table,
-    and_,
     bindparam,
     func,
     insert,
@@ -39,7 +38,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.notify import remember_events
-from adapter.store.quota_reads import RELEASED_STATES
+from adapter.store.quota_reads import holds_bytes
 from adapter.store.tables import EventRow, ImportRow, OperationRow, utcnow
 
 __all__ = ["AddTarget", "KeyedOperation", "StagingRepository"]
@@ -52,10 +51,9 @@ _events = cast(Table, EventRow.__table__)
 # the add's own statement: no second checkout or round trip. An alias, so it is not correlated with
 # the outer row.
 _held = _imports.alias("held")
-_HOLDING = and_(*(_held.c.state != state for state in RELEASED_STATES))  # not IN: no list to expand per call
 _TENANT_BYTES = (
     select(func.coalesce(func.sum(_held.c.staged_bytes), 0))
-    .where(_held.c.tenant == bindparam("of_tenant"), _HOLDING)
+    .where(_held.c.tenant == bindparam("of_tenant"), holds_bytes(_held))  # ix_imports_holding
     .scalar_subquery()
     .label("tenant_bytes")
 )

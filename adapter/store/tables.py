@@ -75,6 +75,12 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+HOLDING = "staged_bytes > 0 AND state <> 'aborted' AND state <> 'expired'"
+"""Imports that hold staged bytes for the tenant's quota (aborted and expired ones dropped theirs):
+the predicate of a partial index, so the sums that use it name it in these very words (literals,
+not parameters: a planner can only match a partial index to a query whose terms imply it)."""
+
+
 class ImportRow(Base):
     """One import transaction. The handle itself is never stored, only its digest."""
 
@@ -102,6 +108,15 @@ class ImportRow(Base):
         Index("ix_imports_owner_created", "tenant", "principal", "created_at", "id"),
         Index("ix_imports_state_expires", "state", "expires_at"),
         Index("ix_imports_created", "created_at", "id"),
+        # Only the imports whose staged records count against the tenant's quota (what every add
+        # sums, ``quota_reads.holds_bytes``): bounded by the retention, not by the history kept.
+        Index(
+            "ix_imports_holding",
+            "tenant",
+            "staged_bytes",
+            postgresql_where=text(HOLDING),
+            sqlite_where=text(HOLDING),
+        ),
     )
 
 
@@ -152,6 +167,9 @@ class OperationRow(Base):
         Index("ix_operations_status_lease", "status", "lease_expires_at"),
         Index("ix_operations_import", "import_id", "created_at"),
         Index("ix_operations_created", "created_at", "id"),
+        # What changed lately: the late-commit watch's window, the purge's cut-off. Without it both
+        # read every operation ever kept (issue 25, bench/history.py).
+        Index("ix_operations_updated", "updated_at"),
         # Only operations with a stop request: maintenance looks for aborts a crash left behind.
         Index(
             "ix_operations_stop_requested",

@@ -1,0 +1,119 @@
+"""With a history loaded, every hot query's plan on PostgreSQL reads through an index (issue 25).
+
+``bench/history.py`` fills the store with finished imports, their operations and events (20,000
+here, enough that the planner prefers an index wherever one fits; ``VACUUM ANALYZE`` as autovacuum
+would), runs one round of the hot calls (begin, add, commit, both status reads, the import list,
+the admin operations list, a reconciler pass, a late-commit watch pass) capturing their SQL, and
+EXPLAINs each SELECT, UPDATE and DELETE with the parameters it ran with. A sequential scan of
+imports, operations, events or staged records costs in proportion to the history, so none may
+appear. The bench itself (a tiny run) is smoke-tested here too, on SQLite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapter.bootstrap import Kit
+from adapter.store.migrate import upgrade
+from legacy_sim.engine import LegacyEngine
+from legacy_sim.server import start_server
+from tests.support.constants import POSTGRES_URL
+from tests.support.postgres import postgres_schema
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("history", REPO / "bench" / "history.py")
+assert _spec is not None and _spec.loader is not None
+history = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("history", history)  # dataclasses resolve their module by name
+_spec.loader.exec_module(history)
+
+IMPORTS = 20_000
+
+needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set")
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
+    """A kit on a PostgreSQL schema holding :data:`IMPORTS` finished imports of history."""
+    legacy = LegacyEngine(tmp_path_factory.mktemp("legacy") / "legacy.db", idle_timeout=None)
+    server = start_server(legacy, "127.0.0.1", 0)
+    with postgres_schema("hist") as (_, schema):
+        url = f"{POSTGRES_URL}{'&' if '?' in str(POSTGRES_URL) else '?'}options=-csearch_path%3D{schema}"
+        upgrade(url)
+        kit = history.build_kit(url, server.address, 100)
+        try:
+            history.fill_history(kit, history.History(IMPORTS, datetime.now(UTC)))
+            yield kit
+        finally:
+            kit.close()
+            server.close()
+            legacy.close()
+
+
+def _plans(kit: Kit) -> list[tuple[str, list[str]]]:
+    return [(sql, history.explain(kit, sql, params)) for sql, params in history.hot_statements(kit)]
+
+
+def _scans(plans: list[tuple[str, Any]]) -> dict[str, list[str]]:
+    return {" ".join(sql.split())[:200]: found for sql, plan in plans if (found := history.seq_scans(plan))}
+
+
+@needs_postgres
+@pytest.mark.postgres
+def test_no_hot_query_reads_a_history_table_whole(loaded: Kit) -> None:
+    plans = _plans(loaded)
+
+    assert len(plans) >= 15  # every step ran and was captured
+    assert _scans(plans) == {}
+
+
+@needs_postgres
+@pytest.mark.postgres
+def test_the_add_sums_only_the_imports_that_hold_bytes(loaded: Kit) -> None:
+    add = next(plan for sql, plan in _plans(loaded) if "tenant_bytes" in sql)
+
+    assert any("ix_imports_holding" in line for line in add), "\n".join(add)
+
+
+@needs_postgres
+@pytest.mark.postgres
+def test_without_its_index_the_late_commit_watch_reads_every_operation(loaded: Kit) -> None:
+    """The check can fail: drop one index (in a transaction rolled back) and its query scans."""
+    watch = [
+        (sql, params)
+        for sql, params in history.hot_statements(loaded)
+        if "operation.reconciled" in str(params)
+    ]
+    assert watch
+    connection = loaded.service.ctx.store.engine.raw_connection()
+    try:
+        driver: Any = connection.driver_connection
+        with driver.cursor() as cursor:
+            cursor.execute("DROP INDEX ix_operations_updated")
+            cursor.execute("EXPLAIN " + watch[0][0], watch[0][1])
+            plan = [row[0] for row in cursor.fetchall()]
+    finally:
+        driver.rollback()
+        connection.close()
+
+    assert history.seq_scans(plan), "\n".join(plan)
+
+
+def test_the_bench_runs_tiny_on_sqlite(capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench/history.py`` end to end at 300 imports: every step measured on both databases, the
+    purge measured against the other tenant's calls, and one JSON line last."""
+    argv = ["--database", "sqlite", "--imports", "300", "--rounds", "2", "--warmup", "1"]
+    assert history.main([*argv, "--purge-rows", "2000", "--probe-calls", "20"]) == 0
+
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(summary["ratios"]) == set(history.STEPS)
+    assert summary["rows"]["imports"] == 300
+    assert summary["purge"]["rows_deleted"] > 0
