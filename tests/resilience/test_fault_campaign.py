@@ -10,21 +10,15 @@ them; then a drain until nothing is unresolved, and the checks of the module doc
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from adapter.store import Store
 from legacy_sim.process import running_simulator
+from tests.support.benches import load_bench
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("fault_campaign", REPO / "bench" / "fault_campaign.py")
-assert _spec is not None and _spec.loader is not None
-fault_campaign = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("fault_campaign", fault_campaign)  # dataclasses resolve their module by name
-_spec.loader.exec_module(fault_campaign)
+fault_campaign = load_bench("fault_campaign")
 
 
 @pytest.mark.slow

@@ -11,12 +11,9 @@ appear. The bench itself (a tiny run) is smoke-tested here too, on SQLite.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,15 +22,11 @@ from adapter.bootstrap import Kit
 from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
+from tests.support.benches import load_bench
 from tests.support.constants import POSTGRES_URL
 from tests.support.postgres import postgres_schema
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("history", REPO / "bench" / "history.py")
-assert _spec is not None and _spec.loader is not None
-history = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("history", history)  # dataclasses resolve their module by name
-_spec.loader.exec_module(history)
+history = load_bench("history")
 
 IMPORTS = 20_000
 
