@@ -92,9 +92,6 @@ def claim_import(
         current = CommitSubject(row.id, row.target, row.record_count, row.revision)
         if expect is not None and current != expect:
             raise ConfirmationStale(current)
-        if slot is not None:
-            slot.take()  # QuotaExceeded here: refused before anything changed
-
         if reuse is None:
             operation = new_operation(
                 principal, OperationKind.COMMIT, key, request, status=OperationState.IN_PROGRESS
@@ -112,7 +109,11 @@ def claim_import(
         owner = new_lease_owner(ctx)
         take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
         transition(row, ImportState.COMMITTING)
-        uow.flush()
+        uow.flush()  # a concurrent claim of this import conflicts here, before it takes a slot
+        if slot is not None:
+            # After the flush, so the losers of a race for one import (duplicates of one commit,
+            # answered from the record on their retry) never hold a slot, not even for a moment.
+            slot.take()  # QuotaExceeded here: the transaction rolls back, nothing changed
         record_event(
             uow,
             EventKind.IMPORT_COMMITTING,
