@@ -74,12 +74,16 @@ breaks every rule that looks for one.)"""
         ("stale_status", "session_rolls_back", "reusing the reference listed []"),
         ("hides_outage", "outage_raises_transient", "batch_status answered [] while the system was down"),
         ("wrong_count", "session_commits", "commit() reported 2 records, 5 were added"),
-        ("shared_connection", "concurrent_sessions", "batch_open"),
+        # which refusal the shared connection gives depends on how the six threads interleave:
+        # a second BEGIN on the open batch, or a COMMIT after another session's close rolled it back
+        ("shared_connection", "concurrent_sessions", ("batch_open", "no_batch")),
         ("slow_status", "readiness_is_fast", "batch_status('readiness-probe') took"),
         ("void_not_idempotent", "void_is_idempotent", "already_voided"),
     ],
 )
-def test_a_broken_port_fails_the_rule_it_breaks(warehouse: str, factory: str, breaks: str, saw: str) -> None:
+def test_a_broken_port_fails_the_rule_it_breaks(
+    warehouse: str, factory: str, breaks: str, saw: str | tuple[str, ...]
+) -> None:
     status, failed, output = _check(warehouse, f"tests.support.warehouse.broken:{factory}")
 
     assert status == 1, output
@@ -87,4 +91,4 @@ def test_a_broken_port_fails_the_rule_it_breaks(warehouse: str, factory: str, br
     if factory in ALONE:
         assert failed == {breaks}, output
     detail = output.split(f"FAIL  {breaks}", 1)[1].split("\n", 2)[1]
-    assert saw in detail, output
+    assert any(seen in detail for seen in ((saw,) if isinstance(saw, str) else saw)), output

@@ -130,7 +130,7 @@ async def test_an_expired_token_is_401_and_nothing_happens(
 ) -> None:
     alice = idp.token("agent", audience)
     handle = await staged(server, alice)
-    short = idp.token("short-lived", audience)  # a one-second token from the provider
+    short = idp.token("short-lived", audience)  # a three-second token from the provider
     exp = claims_of(short)["exp"]
     response, _ = await server.call("get_import_status", {"handle": handle}, token=short)
     assert response.status_code == 200, "good while it lasts (and remembered as checked)"

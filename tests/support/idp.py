@@ -71,7 +71,8 @@ CLIENTS: list[dict[str, Any]] = [
     _client("other-agent", MCP_SCOPES, tenant="acme"),  # another principal of the same tenant
     _client("stager", f"{READ} {WRITE}", tenant="acme"),  # may stage, not commit
     _client("no-tenant", MCP_SCOPES),  # its tokens name no tenant
-    _client("short-lived", MCP_SCOPES, tenant="acme", token_ttl=1),
+    # tokens that live 3 s: exp is whole seconds, so a shorter one can be dead before its first use
+    _client("short-lived", MCP_SCOPES, tenant="acme", token_ttl=3),
     _client("opaque", MCP_SCOPES, tenant="acme", token_format="opaque"),  # introspection
     _client("introspector", None),  # the MCP server itself, asking the introspection endpoint
     _client("operator", OPERATOR),
