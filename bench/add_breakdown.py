@@ -11,7 +11,7 @@ can be compared inside one run:
 * **fingerprint**: the idempotency fingerprint of the request (over the content digest);
 * **validation**: ``TargetRules.check`` against the bench's typed target (``BenchItem``);
 * **insert**: the records alone, through ``StagingRepository.stage`` in a transaction
-  (``executemany`` on SQLite, one COPY buffer on PostgreSQL), including the COMMIT;
+  (``executemany`` on SQLite, one binary text array on PostgreSQL), including the COMMIT;
 * **whole service call**: ``ImportService.add`` (all of the above but parsing, plus the import
   row, the quota reads, the operation, the events): the remainder is the per-call fixed cost.
 

@@ -55,6 +55,7 @@ from adapter.services.late_commits import watch_recent_verdicts
 from adapter.services.reconcile import reconcile_pass
 from adapter.services.retention import purge_finished
 from adapter.store import staging
+from adapter.store.driver import compiled_for
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 
 __all__ = ["STEPS", "History", "fill_history", "run_steps"]
@@ -412,8 +413,8 @@ def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
     engine = kit.service.ctx.store.engine
     digest = kit.service.ctx.codec.digest(handle)
     now = datetime.now(UTC).replace(tzinfo=None)
-    claim, claim_constants = staging._for_driver(staging._CLAIM_BY_DIGEST, engine.dialect)
-    count, count_constants = staging._for_driver(staging._OPEN_IMPORTS, engine.dialect)
+    claim, claim_constants = compiled_for(staging._CLAIM_BY_DIGEST, engine.dialect)
+    count, count_constants = compiled_for(staging._OPEN_IMPORTS, engine.dialect)
     owner = {"of_tenant": PRINCIPAL.tenant, "of_principal": PRINCIPAL.subject}
     return [
         (claim, claim_constants | owner | {"digest": digest, "records": 0, "size": 0, "now": now}),

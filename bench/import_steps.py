@@ -27,7 +27,7 @@ from core_import import PRINCIPAL, build_kit
 from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "counting"))
-from driver_counts import COUNTS, install
+from driver_counts import COUNTS, RECORDING, SEEN, install
 
 STEPS = ("begin", "adds", "commit")
 
@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--db", choices=("postgres", "sqlite"), default="postgres")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--show-sql", action="store_true", help="print the statements of the last import")
     args = parser.parse_args(argv)
     chunks = [[{"add": a, "i": i} for i in range(args.batch)] for a in range(args.adds)]
     spent: dict[str, list[float]] = {step: [] for step in STEPS}
@@ -57,12 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         kit = build_kit(url, address, args.batch)
         service = kit.service
         for n in range(args.imports + 3):
+            RECORDING[0] = args.show_sql and n == args.imports + 2
             marks = [(cpu_seconds(), COUNTS["statements"], COUNTS["transactions"])]
             handle = service.begin(PRINCIPAL, "customers").handle
             marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
             for chunk in chunks:
                 service.add(PRINCIPAL, handle, chunk)
             marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
+            if RECORDING[0]:
+                SEEN.append("--- commit")
             result = service.commit(PRINCIPAL, handle)
             marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
             if result.status.value != "committed":
@@ -72,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     spent[step].append(after[0] - before[0])
                     sent[step].append((after[1] - before[1], after[2] - before[2]))
         kit.close()
+    for line in SEEN:
+        print(line, file=sys.stderr)
     medians = {step: round(1000 * statistics.median(values), 2) for step, values in spent.items()}
     statements = {step: statistics.median(s for s, _ in v) for step, v in sent.items()}
     transactions = {step: statistics.median(t for _, t in v) for step, v in sent.items()}

@@ -69,11 +69,8 @@ class LateCommit:
 
 def earlier_batch_refs(uow: UnitOfWork, import_id: str, operation_id: str) -> tuple[str, ...]:
     """Batch references of the import's other commit operations, oldest first."""
-    return tuple(
-        op.batch_ref
-        for op in uow.operations.for_import(import_id)
-        if op.kind == OperationKind.COMMIT.value and op.id != operation_id and op.batch_ref is not None
-    )
+    refs = uow.operations.commit_batch_refs(import_id, OperationKind.COMMIT.value)
+    return tuple(ref for op_id, ref in refs if op_id != operation_id)
 
 
 def earlier_batch_committed(ctx: ServiceContext, refs: Sequence[str]) -> tuple[Finding, str] | None:

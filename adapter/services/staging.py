@@ -3,7 +3,8 @@
 The hot path of the kit (up to a thousand records a call), so each record is touched as few times as
 possible: encoded once (``encode_batch``: the JSON text, its size for the quotas and the digest for
 the fingerprint in one pass), checked once against its target's compiled schema, and written by the
-driver in one statement (``adapter/store/staging.py``). The rules are those of every other call:
+driver with the add's operation and events (one statement on PostgreSQL, ``adapter/store/staging.py``).
+The rules are those of every other call:
 
 * at most one effect per idempotency key; a repeat with the same records is answered from the record
   of the first (``replayed``), with other records it is ``idempotency_key_reused``;
@@ -31,7 +32,7 @@ from adapter.services.access import handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
-from adapter.store.staging import AddTarget
+from adapter.store.staging import AddTarget, NewRecords
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["add_records", "record_succeeded"]
@@ -72,11 +73,11 @@ def add_records(
             first_seq = row.record_count + 1
             record_count = row.record_count + count
             uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
-            uow.staging.stage(row.id, first_seq, batch.texts)
             result = {"accepted": count, "record_count": record_count, "first_seq": first_seq}
             staged = {"accepted": count, "record_count": record_count}
             effect = (EventKind.IMPORT_RECORDS_STAGED, staged)
-            operation_id = record_succeeded(uow, principal, ADD, row.id, key, request, result, effect)
+            new = NewRecords(row.id, first_seq, batch.texts)
+            operation_id = record_succeeded(uow, principal, ADD, row.id, key, request, result, effect, new)
             uow.commit()
             return Outcome(operation_id, row.id, result, False)
 
@@ -117,10 +118,12 @@ def record_succeeded(
     request: str,
     result: dict[str, Any],
     effect: tuple[EventKind, dict[str, Any]],
+    records: NewRecords | None = None,
 ) -> str:
     """Record a call that took effect at once (begin, add): its finished operation, which answers a
     repeat of ``key`` from ``result``, with the effect's event (the import stays open) and
-    ``operation.succeeded``, in the caller's transaction. Returns the operation id."""
+    ``operation.succeeded``, and the ``records`` an add stages, in the caller's transaction (one
+    statement on PostgreSQL). Returns the operation id."""
     operation_id = new_id()
     effect_kind, detail = effect
     uow.staging.record_outcome(
@@ -137,6 +140,7 @@ def record_succeeded(
             _event_row(effect_kind, import_id, operation_id, OPEN, detail),
             _event_row(EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": kind}),
         ],
+        records=records,
     )
     return operation_id
 

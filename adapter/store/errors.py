@@ -46,8 +46,8 @@ _UNAVAILABLE = (
 def translated(exc: BaseException, dbapi: Any = None) -> StoreError | None:
     """The store error for a driver error, or ``None`` when ``exc`` is not one to translate.
 
-    ``dbapi`` is the driver module: errors the driver raises directly (PostgreSQL's COPY bypasses
-    SQLAlchemy) are recognised by the DB-API 2 names every driver defines.
+    ``dbapi`` is the driver module: errors the driver raises directly (the statements ``driver.py``
+    and the SQLite staging run bypass SQLAlchemy) are recognised by the DB-API 2 names every driver defines.
     """
     if isinstance(exc, StoreError):
         return None

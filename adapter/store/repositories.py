@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, delete, exists, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, bindparam, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from adapter.domain.states import OperationKind
@@ -38,6 +38,31 @@ __all__ = [
 ]
 
 Row = TypeVar("Row", ImportRow, OperationRow)
+
+# Two statements of every commit, built once (SQLAlchemy caches their compiled form) and run on the
+# connection: no ORM query compilation or objects.
+_BATCH_REFS = (
+    select(OperationRow.id, OperationRow.batch_ref)
+    .where(
+        OperationRow.import_id == bindparam("import_id"),
+        OperationRow.kind == bindparam("kind"),
+        OperationRow.batch_ref.is_not(None),
+    )
+    .order_by(OperationRow.created_at, OperationRow.id)
+)
+_MOVE_POINT = (
+    update(OperationRow)
+    .where(OperationRow.id == bindparam("operation_id"))
+    .values(
+        recovery_point=bindparam("point"),
+        attempts=OperationRow.attempts + bindparam("more"),
+        version=OperationRow.version + 1,
+        updated_at=bindparam("now"),
+    )
+    .returning(
+        OperationRow.lease_owner, OperationRow.status, OperationRow.stop_requested, OperationRow.attempts
+    )
+)
 
 
 def keyset_rows(
@@ -196,6 +221,37 @@ class OperationRepository(_RowRepository[OperationRow]):
                 .order_by(OperationRow.created_at, OperationRow.id)
             )
         )
+
+    def with_import(self, operation_id: str) -> tuple[OperationRow, ImportRow] | None:
+        """The operation and its import in one read (a commit's finish needs both)."""
+        found = self._session.execute(
+            select(OperationRow, ImportRow)
+            .join(ImportRow, ImportRow.id == OperationRow.import_id)
+            .where(OperationRow.id == operation_id)
+        ).first()
+        return None if found is None else (found[0], found[1])
+
+    def commit_batch_refs(self, import_id: str, kind: str) -> list[tuple[str, str]]:
+        """(operation id, batch reference) of the import's operations of ``kind`` that have one,
+        oldest first, through ``ix_operations_import`` (every commit's claim asks)."""
+        rows = self._session.connection().execute(_BATCH_REFS, {"import_id": import_id, "kind": kind})
+        return [(operation_id, batch_ref) for operation_id, batch_ref in rows if batch_ref is not None]
+
+    def move_recovery_point(
+        self, operation_id: str, point: str, *, attempt: bool
+    ) -> tuple[str | None, str, str | None, int] | None:
+        """Write ``point`` (and count an ``attempt``) in one ``UPDATE ... RETURNING``; returns the
+        row's (lease owner, status, stop request, attempts) for the caller's checks, whose refusal
+        rolls the write back; None when the operation is gone."""
+        found = (
+            self._session.connection()
+            .execute(
+                _MOVE_POINT,
+                {"operation_id": operation_id, "point": point, "more": int(attempt), "now": utcnow()},
+            )
+            .first()
+        )
+        return None if found is None else (found[0], found[1], found[2], found[3])
 
     def extend_lease(
         self, operation_id: str, owner: str, expires_at: datetime, records_sent: int | None = None

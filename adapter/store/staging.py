@@ -4,29 +4,30 @@
 each time. Through the ORM its fixed cost (an operation inserted then updated, the import loaded,
 flushed and version-checked, two event objects, three flushes) was about 3 ms of CPU per call before
 a single record was written, and the ORM's bulk insert added about 2 us per record. Here every
-statement is built once; the records go to the driver directly (``executemany`` on SQLite, one COPY
-buffer on PostgreSQL). On PostgreSQL an add is three statements: one ``UPDATE ... RETURNING`` finds,
-locks and moves the import's counters and sums what its tenant holds, then the COPY, then the
-operation with its events. Begin is the import's INSERT (counting the principal's open imports on
-PostgreSQL) and that same operation-and-events statement. The rules stay in the services
-(``staging.py``, ``imports.py``); this module only reads and writes.
+statement is built once; the records go to the driver directly (``executemany`` on SQLite; on
+PostgreSQL one text array, unnested by the statement that writes them). On PostgreSQL an add is two
+statements: one ``UPDATE ... RETURNING`` finds, locks and moves the import's counters and sums what
+its tenant holds; once the rules have passed, one statement writes the records, the operation and
+its events (data-modifying CTEs). Begin is the import's INSERT (counting the principal's open
+imports on PostgreSQL) and that same operation-and-events statement, without records. The rules
+stay in the services (``staging.py``, ``imports.py``); this module only reads and writes.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
-    ClauseElement,
     Connection,
-    Dialect,
     Insert,
+    Integer,
+    String,
     Table,
+    Text,
     bindparam,
     func,
     insert,
@@ -34,18 +35,20 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.types import ARRAY
 
 from adapter.domain.errors import StoreConflict
+from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
 from adapter.store.quota_reads import holds_bytes
-from adapter.store.tables import EventRow, ImportRow, OperationRow, utcnow
+from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow, utcnow
 
-__all__ = ["AddTarget", "KeyedOperation", "StagingRepository"]
+__all__ = ["AddTarget", "KeyedOperation", "NewRecords", "StagingRepository"]
 
 _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
 _events = cast(Table, EventRow.__table__)
+_staged = cast(Table, StagedRecordRow.__table__)
 
 # What the tenant's imports hold (for its quota: all but those that dropped their records), read in
 # the add's own statement: no second checkout or round trip. An alias, so it is not correlated with
@@ -156,7 +159,21 @@ _OPERATION_COLUMNS = (
 _EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "created_at")
 
 _SQLITE_STAGE = "INSERT INTO staged_records (import_id, seq, data) VALUES (?, ?, ?)"
-_PG_STAGE = "COPY staged_records (import_id, seq, data) FROM STDIN"
+
+# PostgreSQL: the records as one text array, numbered from ``r_first_seq`` by their ordinality.
+_texts = (
+    func.unnest(bindparam("r_texts", type_=ARRAY(Text)))
+    .table_valued("value", with_ordinality="ord")
+    .render_derived()
+)
+_NEW_RECORDS = insert(_staged).from_select(
+    ["import_id", "seq", "data"],
+    select(
+        bindparam("r_import_id", type_=String),
+        bindparam("r_first_seq", type_=Integer) - 1 + _texts.c.ord,
+        _texts.c.value,
+    ).select_from(_texts),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +193,15 @@ class AddTarget:
     version: int
     tenant_bytes: int
     claimed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecords:
+    """Records to stage with an outcome: their JSON texts, at ``first_seq, first_seq + 1, ...``."""
+
+    import_id: str
+    first_seq: int
+    texts: Sequence[str] = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +234,7 @@ class StagingRepository:
         params: dict[str, Any] = {"digest": handle_digest, "of_tenant": tenant}
         if connection.dialect.name == "postgresql":
             params |= {"records": records, "size": size, "now": utcnow()}
-            found = _on_driver(connection, _CLAIM_BY_DIGEST, params)
+            found = run_on_driver(connection, _CLAIM_BY_DIGEST, params)
             if not found:
                 return None
             id_, principal, row_tenant, target, state, count, staged, expires_at, version, held = found[0]
@@ -277,7 +303,7 @@ class StagingRepository:
         count = {"of_tenant": tenant, "of_principal": principal, "open_state": state, "now": now}
         connection = self._session.connection()
         if connection.dialect.name == "postgresql":
-            return int(_on_driver(connection, _NEW_IMPORT_COUNTED, row | count)[0][0])
+            return int(run_on_driver(connection, _NEW_IMPORT_COUNTED, row | count)[0][0])
         before = int(connection.execute(_OPEN_IMPORTS, count).scalar_one())
         connection.execute(_NEW_IMPORT, row)
         return before
@@ -311,29 +337,6 @@ class StagingRepository:
         if result.rowcount != 1:
             raise StoreConflict()
 
-    def stage(self, import_id: str, first_seq: int, texts: Sequence[str]) -> None:
-        """Insert records at positions ``first_seq, first_seq + 1, ...`` through the driver itself."""
-        connection = self._session.connection()
-        driver = connection.connection.driver_connection
-        if connection.dialect.name == "postgresql":
-            # COPY text format: the columns are tab-separated, one row a line. Compact JSON has no raw
-            # tab, newline or carriage return (JSON escapes them), so only backslashes need doubling.
-            prefix = import_id + "\t"
-            lines = [
-                f"{prefix}{first_seq + offset}\t{text.replace(chr(92), chr(92) * 2)}\n"
-                for offset, text in enumerate(texts)
-            ]
-            with driver.cursor() as cursor, cursor.copy(_PG_STAGE) as copy:  # type: ignore[union-attr]
-                copy.write("".join(lines))
-            return
-        cursor = driver.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.executemany(
-                _SQLITE_STAGE, [(import_id, first_seq + offset, text) for offset, text in enumerate(texts)]
-            )
-        finally:
-            cursor.close()
-
     def record_outcome(
         self,
         *,
@@ -347,13 +350,15 @@ class StagingRepository:
         status: str,
         result: dict[str, Any],
         events: Sequence[dict[str, Any]],
+        records: NewRecords | None = None,
     ) -> None:
-        """Insert the operation already finished (not an insert and an update) and its events (each
-        a dict of ``kind``, ``import_id``, ``operation_id``, ``state``, ``detail``).
+        """Insert the operation already finished (not an insert and an update), its events (each
+        a dict of ``kind``, ``import_id``, ``operation_id``, ``state``, ``detail``) and the
+        ``records`` an add stages.
 
-        On PostgreSQL the two inserts are one statement (the operation in a data-modifying CTE): the
-        add path pays one round trip for both. Other workers are told the event ids after the
-        commit (``notify.py``).
+        On PostgreSQL that is one statement (the records and the operation in data-modifying CTEs):
+        the add path pays one round trip for all of it. Other workers are told the event ids after
+        the commit (``notify.py``).
         """
         now = utcnow()
         operation = {
@@ -374,54 +379,49 @@ class StagingRepository:
         rows = [{"created_at": now, **event} for event in events]
         connection = self._session.connection()
         if connection.dialect.name != "postgresql":
+            if records is not None:
+                _stage_on_sqlite(connection, records)
             connection.execute(_OPERATION, operation)
             connection.execute(_EVENTS_NO_IDS, rows)
             return
-        # SQLAlchemy cannot cache a statement with a data-modifying CTE (it would compile it on every
-        # call, ~0.5 ms): like the other hot statements it is compiled once and run on the driver.
-        params = {f"op_{name}": value for name, value in operation.items()}
+        # A statement with data-modifying CTEs: SQLAlchemy would compile it on every call (driver.py).
+        params: dict[str, Any] = {f"op_{name}": value for name, value in operation.items()}
         for index, row in enumerate(rows):
             params |= {f"e{index}_{name}": value for name, value in row.items()}
-        ids = _on_driver(connection, _outcome_statement(len(rows)), params)
+        if records is not None:
+            params |= {
+                "r_import_id": records.import_id,
+                "r_first_seq": records.first_seq,
+                "r_texts": list(records.texts),
+            }
+        ids = run_on_driver(connection, _outcome_statement(len(rows), records is not None), params)
         remember_events(self._session, [row[0] for row in ids])
 
 
-def _on_driver(connection: Connection, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
-    """Run a prebuilt statement on the DB-API cursor, in the session's transaction: no SQLAlchemy
-    execution context or result processing, about 40 us of CPU less a statement on the hot path.
-    Values go as the driver takes them (``_driver_value``); rows come back raw (naive times)."""
-    sql, constants = _for_driver(statement, connection.dialect)
-    values = constants | {name: _driver_value(value) for name, value in params.items()}
-    with connection.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
-        cursor.execute(sql, values)
-        return list(cursor.fetchall())
+def _stage_on_sqlite(connection: Connection, records: NewRecords) -> None:
+    """The records through the driver's ``executemany``: no SQLAlchemy per-row processing."""
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    first = records.first_seq
+    try:
+        cursor.executemany(
+            _SQLITE_STAGE,
+            [(records.import_id, first + offset, text) for offset, text in enumerate(records.texts)],
+        )
+    finally:
+        cursor.close()
 
 
 @functools.cache
-def _for_driver(statement: ClauseElement, dialect: Dialect) -> tuple[str, dict[str, Any]]:
-    """``statement`` compiled once for ``dialect``: its SQL, and the values of the constants that
-    SQLAlchemy binds as parameters too (the ``0`` of a ``coalesce``, the states compared with)."""
-    compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
-    constants = {name: bind.value for bind, name in compiled.bind_names.items() if not bind.required}
-    return str(compiled), constants
-
-
-def _driver_value(value: Any) -> Any:
-    """A bind value as the driver takes it: JSON columns (dicts) as their text, times as naive UTC
-    (what ``UTCDateTime`` stores). An aware time would reach PostgreSQL as ``timestamptz`` and be
-    cast to ``timestamp`` in the session's time zone, shifted wherever that is not UTC."""
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).replace(tzinfo=None)
-    return json.dumps(value) if isinstance(value, dict) else value
-
-
-@functools.cache
-def _outcome_statement(events: int) -> Insert:
-    """``WITH new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
+def _outcome_statement(events: int, with_records: bool) -> Insert:
+    """``WITH [new_records AS (INSERT INTO staged_records SELECT ... FROM unnest(...)),]
+    new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
     operation = {name: bindparam(f"op_{name}", type_=_operations.c[name].type) for name in _OPERATION_COLUMNS}
-    new_operation = insert(_operations).values(operation).cte()
+    new_operation = insert(_operations).values(operation).cte("new_operation")
     rows = [
         {name: bindparam(f"e{i}_{name}", type_=_events.c[name].type) for name in _EVENT_COLUMNS}
         for i in range(events)
     ]
-    return insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)
+    statement = insert(_events).values(rows).add_cte(new_operation)
+    if with_records:
+        statement = statement.add_cte(_NEW_RECORDS.cte("new_records"))
+    return statement.returning(_events.c.id)

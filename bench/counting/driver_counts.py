@@ -12,11 +12,16 @@ from typing import Any
 import psycopg
 
 COUNTS = {"statements": 0, "transactions": 0}
+SEEN: list[str] = []
+"""The text of each statement, in order, while :data:`RECORDING` holds ``True`` (``--show-sql``)."""
+RECORDING = [False]
 
 
 def _counted(method: Any) -> Any:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         COUNTS["statements"] += 1  # the GIL makes the increment good enough for a benchmark's totals
+        if RECORDING[0]:
+            SEEN.append(" ".join(str(args[0] if args else kwargs.get("query")).split())[:160])
         return method(self, *args, **kwargs)
 
     return wrapper
@@ -29,6 +34,8 @@ def _ended(method: Any) -> Any:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             COUNTS["transactions"] += 1
+            if RECORDING[0]:
+                SEEN.append(method.__name__.upper())
         return method(self, *args, **kwargs)
 
     return wrapper

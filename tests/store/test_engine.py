@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import socket
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -18,15 +19,48 @@ from adapter.services import ImportService
 from adapter.store import Store
 from adapter.store import engine as engine_module
 from adapter.store.reads import IMPORT_WITH_OPERATIONS, ImportFields
+from adapter.store.staging import NewRecords
 
 
 def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
-    # SQLAlchemy's IntegrityError on SQLite; psycopg's own on PostgreSQL (staging uses COPY). Either
-    # way the unit of work raises StoreConflict, with the driver's error as its cause.
+    # The sqlite3 driver's IntegrityError on SQLite; psycopg's on PostgreSQL (staging runs on the
+    # driver). Either way the unit of work raises StoreConflict, with the driver's error as its cause.
     # A position staged twice breaks the primary key (import_id, seq).
+    records = NewRecords("some-import", 1, ['{"card":"s3cret-4111"}'])
     with pytest.raises(StoreConflict) as caught, store.unit_of_work() as uow:
-        uow.staging.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
-        uow.staging.stage("some-import", 1, ['{"card":"s3cret-4111"}'])
+        now = datetime.now(UTC)
+        uow.staging.open_import(
+            import_id="some-import",
+            handle_digest="some-digest",
+            principal="alice",
+            tenant="acme",
+            target="customers",
+            state="open",
+            expires_at=now + timedelta(hours=1),
+            now=now,
+        )
+        for operation_id in ("op-1", "op-2"):
+            uow.staging.record_outcome(
+                operation_id=operation_id,
+                kind="add",
+                principal="alice",
+                tenant="acme",
+                import_id="some-import",
+                key=None,
+                fingerprint="f",
+                status="succeeded",
+                result={},
+                events=[
+                    {
+                        "kind": "import.records_staged",
+                        "import_id": "some-import",
+                        "operation_id": operation_id,
+                        "state": "open",
+                        "detail": {},
+                    }
+                ],
+                records=records,
+            )
         uow.commit()
 
     cause = caught.value.__cause__

@@ -22,6 +22,7 @@ __all__ = [
     "LeaseLost",
     "MissingRow",
     "StopRequested",
+    "get_both",
     "get_import",
     "get_operation",
     "record_event",
@@ -72,20 +73,23 @@ def set_recovery_point(
 
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
-            operation = get_operation(uow, claim)
-            if operation.lease_owner != claim.lease_owner or operation.status != OperationState.IN_PROGRESS:
+            # One statement writes the point and reads what decides whether it may stand; a refusal
+            # below leaves the unit of work uncommitted, so it rolls back.
+            found = uow.operations.move_recovery_point(claim.operation_id, point, attempt=attempt)
+            if found is None:
+                raise MissingRow(f"commit operation {claim.operation_id} is gone")
+            lease_owner, status, stop_requested, attempts = found
+            if lease_owner != claim.lease_owner or status != OperationState.IN_PROGRESS:
                 raise LeaseLost()
-            if operation.stop_requested is not None:
+            if stop_requested is not None:
                 raise StopRequested()
-            operation.recovery_point = point
-            if attempt:
-                operation.attempts += 1
             record_event(
                 uow,
                 EventKind.OPERATION_RECOVERY_POINT,
                 claim,
-                operation,
-                detail={"point": point, "attempt": operation.attempts},
+                claim.operation_id,
+                state=status,
+                detail={"point": point, "attempt": attempts},
             )
             uow.commit()
 
@@ -131,6 +135,14 @@ def get_operation(uow: UnitOfWork, claim: Claim) -> OperationRow:
     if operation is None:
         raise MissingRow(f"commit operation {claim.operation_id} is gone")
     return operation
+
+
+def get_both(uow: UnitOfWork, claim: Claim) -> tuple[OperationRow, ImportRow]:
+    """The claim's operation and import, in one read."""
+    found = uow.operations.with_import(claim.operation_id)
+    if found is None or found[1].id != claim.import_id:
+        return get_operation(uow, claim), get_import(uow, claim)  # raises MissingRow, naming which
+    return found
 
 
 def get_import(uow: UnitOfWork, claim: Claim) -> ImportRow:

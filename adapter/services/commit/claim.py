@@ -108,6 +108,11 @@ def claim_import(
         operation.records_sent = 0
         owner = new_lease_owner(ctx)
         take_lease(operation, owner, ctx.clock(), ctx.commit_policy.lease_seconds)
+        # The first attempt's recovery point goes in this transaction (the lease was just taken, so
+        # there is nothing to check yet), set before the flush so a new operation is inserted with
+        # it: one statement and one store round trip fewer per commit. Later attempts write their
+        # own (run.py).
+        _start_first_attempt(operation)
         transition(row, ImportState.COMMITTING)
         uow.flush()  # a concurrent claim of this import conflicts here, before it takes a slot
         if slot is not None:
@@ -129,10 +134,8 @@ def claim_import(
             operation,
             detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
         )
-        # The first attempt's recovery point goes in this transaction (the lease was just taken, so
-        # there is nothing to check yet): one store round trip fewer per commit. Later attempts
-        # write their own (run.py).
-        _first_attempt(uow, row, operation)
+        _first_attempt_event(uow, row, operation)
+        earlier_refs = earlier_batch_refs(uow, row.id, operation.id)  # read in this transaction too
         uow.commit()
         if operation.batch_ref is None:  # every commit operation gets one when it is created
             raise MissingRow(f"commit operation {operation.id} has no batch reference")
@@ -145,7 +148,7 @@ def claim_import(
             lease_owner=owner,
             ask_first=reuse is not None,
             target=row.target,
-            earlier_refs=earlier_batch_refs(uow, row.id, operation.id),
+            earlier_refs=earlier_refs,
         )
 
 
@@ -178,7 +181,9 @@ def resume_claim(
         except QuotaExceeded:
             return None
         record_event(uow, EventKind.OPERATION_RESUMED, row, operation, detail={"by": by})
-        _first_attempt(uow, row, operation)
+        _start_first_attempt(operation)
+        _first_attempt_event(uow, row, operation)
+        earlier_refs = earlier_batch_refs(uow, row.id, operation.id)
         try:
             uow.commit()
         except BaseException:
@@ -193,16 +198,20 @@ def resume_claim(
             lease_owner=owner,
             ask_first=True,
             target=row.target,
-            earlier_refs=earlier_batch_refs(uow, row.id, operation.id),
+            earlier_refs=earlier_refs,
             stopped=operation.stop_requested is not None,
         )
         return claim, slot
 
 
-def _first_attempt(uow: UnitOfWork, row: ImportRow, operation: OperationRow) -> None:
+def _start_first_attempt(operation: OperationRow) -> None:
     """A run's first attempt starts in the claim's transaction: its ``replaying`` recovery point."""
     operation.recovery_point = RecoveryPoint.REPLAYING
     operation.attempts += 1
+
+
+def _first_attempt_event(uow: UnitOfWork, row: ImportRow, operation: OperationRow) -> None:
+    """The event of :func:`_start_first_attempt`, after the claim's own events."""
     record_event(
         uow,
         EventKind.OPERATION_RECOVERY_POINT,

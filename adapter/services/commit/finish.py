@@ -14,7 +14,7 @@ from typing import Any
 from adapter.domain.states import ImportState, OperationState, transition, transition_operation
 from adapter.domain.views import CommitResult
 from adapter.domain.vocabulary import EventKind, Finding, RecoveryPoint, StopRequest
-from adapter.services.commit.bookkeeping import Claim, get_import, get_operation, record_event
+from adapter.services.commit.bookkeeping import Claim, get_both, record_event
 from adapter.services.commit.claim import ANSWER_FOR_STATUS, answer_from_record
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
@@ -47,8 +47,7 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
 
     def write() -> CommitResult:
         with ctx.store.unit_of_work() as uow:
-            operation = get_operation(uow, claim)
-            row = get_import(uow, claim)
+            operation, row = get_both(uow, claim)
             claim.abort_asked = operation.stop_requested == StopRequest.ABORT  # the runner's follow-up
             if operation.status != OperationState.IN_PROGRESS:
                 if outcome.status is OperationState.SUCCEEDED and operation.status == OperationState.FAILED:
@@ -121,4 +120,4 @@ def _record_late_commit(
 def current_answer(ctx: ServiceContext, claim: Claim) -> CommitResult:
     """The commit's answer as the store has it now (after another worker took it over or was handed it)."""
     with ctx.store.unit_of_work() as uow:
-        return answer_from_record(get_operation(uow, claim), get_import(uow, claim), claim.handle)
+        return answer_from_record(*get_both(uow, claim), claim.handle)
