@@ -37,6 +37,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
     from adapter.bootstrap import build
+    from adapter.entrypoints.collector import settle_collector
     from adapter.entrypoints.http.app import create_app
     from adapter.entrypoints.http.connections import uvicorn_options
     from adapter.startup import check_schema_current, check_serving
@@ -62,6 +63,7 @@ def serve_http(settings: Settings, host: str, port: int) -> int:
             else "bearer tokens from ADAPTER_TOKENS"
         )
         print(f"adapter: MCP at http://{host}:{port}/mcp ({mode})", file=sys.stderr, flush=True)
+        settle_collector()
         uvicorn.run(
             app, host=host, port=port, log_level="warning", lifespan="on", **uvicorn_options(settings)
         )
@@ -80,6 +82,7 @@ def serve_stdio(settings: Settings) -> int:
 
     from adapter.bootstrap import build
     from adapter.entrypoints.background import run_maintenance_loop
+    from adapter.entrypoints.collector import settle_collector
     from adapter.entrypoints.mcp.eras import lock_stdio_era
     from adapter.entrypoints.mcp.feed import run_event_feed
     from adapter.entrypoints.mcp.server import McpGateway
@@ -111,6 +114,7 @@ def serve_stdio(settings: Settings) -> int:
                 await gateway.server.run(inbound, write, gateway.server.create_initialization_options())
             tasks.cancel_scope.cancel()
 
+    settle_collector()
     try:
         anyio.run(main)
     finally:

@@ -191,6 +191,7 @@ class WorkerSupervisor:
 def worker_app() -> FastAPI:
     """Called by uvicorn in each worker process, after the fork."""
     from adapter.bootstrap import build
+    from adapter.entrypoints.collector import settle_collector
     from adapter.entrypoints.http.app import create_app
     from adapter.entrypoints.serve import configure_logging
 
@@ -198,6 +199,7 @@ def worker_app() -> FastAPI:
     settings = load_settings()
     kit = build(settings)
     app = create_app(kit, public_url=os.environ.get(_PUBLIC_URL, "http://127.0.0.1:3000"))
+    settle_collector()
     print(
         f"adapter: worker {kit.service.ctx.worker_id} (pid {os.getpid()}) ready", file=sys.stderr, flush=True
     )

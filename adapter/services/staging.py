@@ -32,7 +32,7 @@ from adapter.services.access import handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
-from adapter.store.staging import AddTarget, NewRecords
+from adapter.store.staging import AddAhead, AddTarget, NewRecords
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["add_records", "record_succeeded"]
@@ -66,18 +66,21 @@ def add_records(
             earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, ADD, key)
             if earlier:  # a repeat of an add that was accepted: answered from the record
                 return recorded_outcome(earlier, request)
-            row = _usable_import(ctx, uow, principal, handle, count, batch.size)
-            ctx.targets.require(row.target).check(records, row.record_count)  # every record, before staging
+            ahead = _ahead(principal, key, request, batch.texts)
+            row = _usable_import(ctx, uow, principal, handle, count, batch.size, ahead)
+            ctx.targets.require(row.target).check(records, row.record_count)  # every record, before commit
             check_add(ctx, uow, row, count, batch.size)
             check_tenant_bytes(ctx, row.tenant_bytes, batch.size)  # after the key: a replay is never refused
             first_seq = row.record_count + 1
             record_count = row.record_count + count
-            uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
             result = {"accepted": count, "record_count": record_count, "first_seq": first_seq}
-            staged = {"accepted": count, "record_count": record_count}
-            effect = (EventKind.IMPORT_RECORDS_STAGED, staged)
-            new = NewRecords(row.id, first_seq, batch.texts)
-            operation_id = record_succeeded(uow, principal, ADD, row.id, key, request, result, effect, new)
+            operation_id = ahead.operation_id
+            if not row.written:  # SQLite: the counters, then the operation, its events and the records
+                uow.staging.claim(row, record_count, row.staged_bytes + batch.size)
+                staged = {"accepted": count, "record_count": record_count}
+                effect = (EventKind.IMPORT_RECORDS_STAGED, staged)
+                new = NewRecords(row.id, first_seq, batch.texts)
+                record_succeeded(uow, principal, ADD, row.id, key, request, result, effect, new, operation_id)
             uow.commit()
             return Outcome(operation_id, row.id, result, False)
 
@@ -92,14 +95,38 @@ def add_records(
     )
 
 
+def _ahead(principal: Principal, key: str | None, request: str, texts: Sequence[str]) -> AddAhead:
+    """The add as PostgreSQL writes it with the statement that holds its import: the same operation
+    and events as :func:`record_succeeded` (the counters in the result and the staged event's detail
+    are filled in by that statement)."""
+    return AddAhead(
+        operation_id=new_id(),
+        kind=ADD,
+        principal=principal.subject,
+        key=key,
+        fingerprint=request,
+        status=SUCCEEDED,
+        staged_event=(EventKind.IMPORT_RECORDS_STAGED.value, OPEN),
+        done_event=(EventKind.OPERATION_SUCCEEDED.value, SUCCEEDED, {"kind": ADD}),
+        texts=texts,
+    )
+
+
 def _usable_import(
-    ctx: ServiceContext, uow: UnitOfWork, principal: Principal, handle: str, records: int, size: int
+    ctx: ServiceContext,
+    uow: UnitOfWork,
+    principal: Principal,
+    handle: str,
+    records: int,
+    size: int,
+    ahead: AddAhead | None = None,
 ) -> AddTarget:
     """The caller's open import, held for the change: the same refusals as ``find_usable_import``.
 
-    On PostgreSQL the store has already moved its counters by ``records`` and ``size`` (one statement
-    instead of a locking read and an update); every refusal raised here or later rolls that back."""
-    found = uow.staging.hold_for_add(handle_digest(handle), principal.tenant, records, size)
+    On PostgreSQL the store has already moved its counters by ``records`` and ``size`` and written
+    ``ahead`` (one statement instead of a locking read, an update and the add's own writes); every
+    refusal raised here or later rolls all of it back."""
+    found = uow.staging.hold_for_add(handle_digest(handle), principal.tenant, records, size, ahead)
     row = require_owner(principal, found)
     state = ImportState(row.state)
     if state is ImportState.EXPIRED or (state is ImportState.OPEN and ctx.clock() >= row.expires_at):
@@ -119,12 +146,13 @@ def record_succeeded(
     result: dict[str, Any],
     effect: tuple[EventKind, dict[str, Any]],
     records: NewRecords | None = None,
+    operation_id: str | None = None,
 ) -> str:
     """Record a call that took effect at once (begin, add): its finished operation, which answers a
     repeat of ``key`` from ``result``, with the effect's event (the import stays open) and
     ``operation.succeeded``, and the ``records`` an add stages, in the caller's transaction (one
-    statement on PostgreSQL). Returns the operation id."""
-    operation_id = new_id()
+    statement on PostgreSQL). Returns the operation id (``operation_id``, or a new one)."""
+    operation_id = operation_id or new_id()
     effect_kind, detail = effect
     uow.staging.record_outcome(
         operation_id=operation_id,

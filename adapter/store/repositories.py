@@ -6,14 +6,32 @@ pass domain values (states, times, limits), never SQL.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, bindparam, delete, exists, func, or_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 
+from adapter.domain.errors import StoreConflict
 from adapter.domain.states import OperationKind
+from adapter.store.driver import run_on_driver
+from adapter.store.notify import remember_events
 from adapter.store.tables import (
     AuditRow,
     CompensationRow,
@@ -60,9 +78,99 @@ _MOVE_POINT = (
         updated_at=bindparam("now"),
     )
     .returning(
-        OperationRow.lease_owner, OperationRow.status, OperationRow.stop_requested, OperationRow.attempts
+        OperationRow.lease_owner,
+        OperationRow.status,
+        OperationRow.stop_requested,
+        OperationRow.attempts,
+        OperationRow.import_id,
     )
 )
+
+
+def _move_point_noted() -> Select[Any]:
+    """PostgreSQL: ``_MOVE_POINT`` and its event in one statement (data-modifying CTEs), the
+    event's state and attempt taken from the row as the update left it."""
+    moved = _MOVE_POINT.returning(OperationRow.id).cte("moved")
+    events = EventRow.__table__
+    detail = func.json_build_object(
+        literal_column("'point'"), bindparam("point"), literal_column("'attempt'"), moved.c.attempts
+    )
+    noted = (
+        insert(events)
+        .from_select(
+            ["import_id", "operation_id", "kind", "state", "detail", "created_at"],
+            select(
+                moved.c.import_id, moved.c.id, bindparam("event_kind"), moved.c.status, detail
+            ).add_columns(bindparam("now")),
+        )
+        .returning(events.c.id)
+        .cte("noted")
+    )
+    return select(
+        moved.c.lease_owner,
+        moved.c.status,
+        moved.c.stop_requested,
+        moved.c.attempts,
+        func.array(select(noted.c.id).scalar_subquery()),
+    )
+
+
+_MOVE_POINT_NOTED = _move_point_noted()
+
+
+@functools.cache
+def _finish_run(events: int) -> Select[Any]:
+    """PostgreSQL: a commit's finish in one statement (data-modifying CTEs): the operation and the
+    import, each only at the version it was read at, and ``events`` events, written only when both
+    rows were; returns how many of each it changed and the new event ids."""
+    operations, imports, event_table = OperationRow.__table__, ImportRow.__table__, EventRow.__table__
+    finished = (
+        update(operations)
+        .where(operations.c.id == bindparam("o_id"), operations.c.version == bindparam("o_version"))
+        .values(
+            status=bindparam("o_status"),
+            recovery_point=bindparam("o_point"),
+            result=bindparam("o_result", type_=operations.c.result.type),
+            error=bindparam("o_error", type_=operations.c.error.type),
+            lease_owner=bindparam("o_lease_owner"),
+            lease_expires_at=bindparam("o_lease_expires_at", type_=operations.c.lease_expires_at.type),
+            version=operations.c.version + 1,
+            updated_at=bindparam("now"),
+        )
+        .returning(operations.c.id)
+        .cte("finished")
+    )
+    ended = (
+        update(imports)
+        .where(imports.c.id == bindparam("i_id"), imports.c.version == bindparam("i_version"))
+        .values(
+            state=bindparam("i_state"),
+            legacy_batch_id=bindparam("i_legacy_batch_id"),
+            version=imports.c.version + 1,
+            updated_at=bindparam("now"),
+        )
+        .returning(imports.c.id)
+        .cte("ended")
+    )
+    columns = ("import_id", "operation_id", "kind", "state", "detail")
+    rows = [
+        select(
+            *[bindparam(f"e{i}_{name}", type_=event_table.c[name].type) for name in columns],
+            bindparam("now", type_=event_table.c.created_at.type),
+        ).select_from(finished, ended)
+        for i in range(events)
+    ]
+    noted = (
+        insert(event_table)
+        .from_select([*columns, "created_at"], union_all(*rows))
+        .returning(event_table.c.id)
+        .cte("noted")
+    )
+    return select(
+        select(func.count()).select_from(finished).scalar_subquery(),
+        select(func.count()).select_from(ended).scalar_subquery(),
+        func.array(select(noted.c.id).scalar_subquery()),
+    )
 
 
 def keyset_rows(
@@ -238,20 +346,75 @@ class OperationRepository(_RowRepository[OperationRow]):
         return [(operation_id, batch_ref) for operation_id, batch_ref in rows if batch_ref is not None]
 
     def move_recovery_point(
-        self, operation_id: str, point: str, *, attempt: bool
+        self, operation_id: str, point: str, *, attempt: bool, event_kind: str
     ) -> tuple[str | None, str, str | None, int] | None:
-        """Write ``point`` (and count an ``attempt``) in one ``UPDATE ... RETURNING``; returns the
-        row's (lease owner, status, stop request, attempts) for the caller's checks, whose refusal
-        rolls the write back; None when the operation is gone."""
-        found = (
-            self._session.connection()
-            .execute(
-                _MOVE_POINT,
-                {"operation_id": operation_id, "point": point, "more": int(attempt), "now": utcnow()},
-            )
-            .first()
-        )
-        return None if found is None else (found[0], found[1], found[2], found[3])
+        """Write ``point`` (and count an ``attempt``) with its event of ``event_kind`` (detail: the
+        point and the attempt); returns the row's (lease owner, status, stop request, attempts) for
+        the caller's checks, whose refusal rolls it all back; None when the operation is gone.
+
+        One statement on PostgreSQL (run on the driver, ``driver.py``); on SQLite an
+        ``UPDATE ... RETURNING`` and the event's insert."""
+        params = {
+            "operation_id": operation_id,
+            "point": str(point),
+            "more": int(attempt),
+            "now": utcnow(),
+            "event_kind": str(event_kind),
+        }
+        connection = self._session.connection()
+        if connection.dialect.name == "postgresql":
+            rows = run_on_driver(connection, _MOVE_POINT_NOTED, params)
+            if not rows:
+                return None
+            lease_owner, status, stop_requested, attempts, event_ids = rows[0]
+            remember_events(self._session, event_ids)
+            return lease_owner, status, stop_requested, attempts
+        found = connection.execute(_MOVE_POINT, params).first()
+        if found is None:
+            return None
+        lease_owner, status, stop_requested, attempts, import_id = found
+        detail = {"point": point, "attempt": attempts}
+        event = EventRow(import_id=import_id, operation_id=operation_id, kind=event_kind, state=status)
+        event.detail = detail
+        self._session.add(event)
+        return lease_owner, status, stop_requested, attempts
+
+    def write_finished(
+        self, operation: OperationRow, row: ImportRow, events: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Write a commit's finish: ``operation`` and its import ``row`` as the caller left them (at
+        the versions they were read at) and ``events`` (dicts of ``EventRow``'s columns).
+
+        On PostgreSQL one statement on the driver instead of the unit of work's flush (two version-
+        checked updates and an insert); the two rows leave the session, and a lost race raises
+        ``StoreConflict`` as the flush would. On SQLite the flush at the commit writes them."""
+        connection = self._session.connection()
+        if connection.dialect.name != "postgresql":
+            self._session.add_all(EventRow(**event) for event in events)
+            return
+        self._session.expunge(operation)
+        self._session.expunge(row)
+        params: dict[str, Any] = {
+            "o_id": operation.id,
+            "o_version": operation.version,
+            "o_status": operation.status,
+            "o_point": None if operation.recovery_point is None else str(operation.recovery_point),
+            "o_result": operation.result,
+            "o_error": operation.error,
+            "o_lease_owner": operation.lease_owner,
+            "o_lease_expires_at": operation.lease_expires_at,
+            "i_id": row.id,
+            "i_version": row.version,
+            "i_state": row.state,
+            "i_legacy_batch_id": row.legacy_batch_id,
+            "now": utcnow(),
+        }
+        for index, event in enumerate(events):
+            params |= {f"e{index}_{name}": value for name, value in event.items()}
+        [(operations, imports, event_ids)] = run_on_driver(connection, _finish_run(len(events)), params)
+        if operations != 1 or imports != 1:
+            raise StoreConflict()
+        remember_events(self._session, event_ids)
 
     def extend_lease(
         self, operation_id: str, owner: str, expires_at: datetime, records_sent: int | None = None

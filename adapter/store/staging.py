@@ -5,12 +5,13 @@ each time. Through the ORM its fixed cost (an operation inserted then updated, t
 flushed and version-checked, two event objects, three flushes) was about 3 ms of CPU per call before
 a single record was written, and the ORM's bulk insert added about 2 us per record. Here every
 statement is built once; the records go to the driver directly (``executemany`` on SQLite; on
-PostgreSQL one text array, unnested by the statement that writes them). On PostgreSQL an add is two
-statements: one ``UPDATE ... RETURNING`` finds, locks and moves the import's counters and sums what
-its tenant holds; once the rules have passed, one statement writes the records, the operation and
-its events (data-modifying CTEs). Begin is the import's INSERT (counting the principal's open
-imports on PostgreSQL) and that same operation-and-events statement, without records. The rules
-stay in the services (``staging.py``, ``imports.py``); this module only reads and writes.
+PostgreSQL one text array, unnested by the statement that writes them). On PostgreSQL an add is one
+statement (data-modifying CTEs): its ``UPDATE ... RETURNING`` finds, locks and moves the import's
+counters and sums what its tenant holds, and the same statement writes the records, the finished
+operation and its events; the rules run on what it returns, and a refusal rolls all of it back. On
+SQLite the rules run between a read and the writes. Begin is the import's INSERT (counting the
+principal's open imports on PostgreSQL) and one operation-and-events statement. The rules stay in
+the services (``staging.py``, ``imports.py``); this module only reads and writes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from sqlalchemy import (
     bindparam,
     func,
     insert,
+    literal_column,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.orm import Session
@@ -43,7 +46,7 @@ from adapter.store.notify import remember_events
 from adapter.store.quota_reads import holds_bytes
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow, utcnow
 
-__all__ = ["AddTarget", "KeyedOperation", "NewRecords", "StagingRepository"]
+__all__ = ["AddAhead", "AddTarget", "KeyedOperation", "NewRecords", "StagingRepository"]
 
 _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
@@ -193,6 +196,7 @@ class AddTarget:
     version: int
     tenant_bytes: int
     claimed: bool
+    written: bool = False  # the add's records, operation and events are written too (``AddAhead``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,24 @@ class NewRecords:
 
     import_id: str
     first_seq: int
+    texts: Sequence[str] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AddAhead:
+    """An add to write with the statement that holds its import (PostgreSQL, :meth:`StagingRepository.
+    hold_for_add`): what is known before the import is read. The operation's result and the staged
+    event's detail are the import's new counters, computed by that statement the way
+    ``services/staging.py`` computes them on SQLite."""
+
+    operation_id: str
+    kind: str
+    principal: str
+    key: str | None
+    fingerprint: str
+    status: str
+    staged_event: tuple[str, str]  # (kind, state) of the event that says the records were staged
+    done_event: tuple[str, str, dict[str, Any]]  # (kind, state, detail) of the operation's own event
     texts: Sequence[str] = field(repr=False)
 
 
@@ -220,7 +242,9 @@ class StagingRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def hold_for_add(self, handle_digest: str, tenant: str, records: int, size: int) -> AddTarget | None:
+    def hold_for_add(
+        self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead | None = None
+    ) -> AddTarget | None:
         """The import with this digest, its row held until the transaction ends, as it was before an
         add of ``records`` records of ``size`` bytes, with what ``tenant``'s imports hold in all.
 
@@ -229,15 +253,25 @@ class StagingRepository:
         run after it, and a refusal rolls the transaction back, so it changes nothing. On SQLite
         (``BEGIN IMMEDIATE`` already serialises writers) it is a read, and :meth:`claim` moves the
         counters once the rules have passed.
+
+        With ``ahead`` on PostgreSQL that same statement also writes the add itself (its records, its
+        finished operation and its events; ``written`` on the answer): an add is one statement. A
+        refusal rolls it all back, so a refused add costs what an accepted one does, once.
         """
         connection = self._session.connection()
         params: dict[str, Any] = {"digest": handle_digest, "of_tenant": tenant}
         if connection.dialect.name == "postgresql":
             params |= {"records": records, "size": size, "now": utcnow()}
-            found = run_on_driver(connection, _CLAIM_BY_DIGEST, params)
+            if ahead is None:
+                found = run_on_driver(connection, _CLAIM_BY_DIGEST, params)
+            else:
+                found = run_on_driver(connection, _ADD_AT_ONCE, params | _ahead_params(ahead, records))
             if not found:
                 return None
-            id_, principal, row_tenant, target, state, count, staged, expires_at, version, held = found[0]
+            first = found[0]
+            id_, principal, row_tenant, target, state, count, staged, expires_at, version, held = first[:10]
+            if ahead is not None:
+                remember_events(self._session, first[10])
             return AddTarget(
                 id_,
                 principal,
@@ -250,6 +284,7 @@ class StagingRepository:
                 version - 1,
                 int(held),
                 True,
+                ahead is not None,
             )
         row = connection.execute(_IMPORT, params).first()
         if row is None:
@@ -396,6 +431,106 @@ class StagingRepository:
             }
         ids = run_on_driver(connection, _outcome_statement(len(rows), records is not None), params)
         remember_events(self._session, [row[0] for row in ids])
+
+
+def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
+    now = utcnow()
+    staged_kind, staged_state = ahead.staged_event
+    done_kind, done_state, done_detail = ahead.done_event
+    return {
+        "a_count": records,
+        "a_texts": list(ahead.texts),
+        "a_operation_id": ahead.operation_id,
+        "a_kind": ahead.kind,
+        "a_principal": ahead.principal,
+        "a_key": ahead.key,
+        "a_fingerprint": ahead.fingerprint,
+        "a_status": ahead.status,
+        "a_now": now,
+        "a_staged_kind": staged_kind,
+        "a_staged_state": staged_state,
+        "a_done_kind": done_kind,
+        "a_done_state": done_state,
+        "a_done_detail": done_detail,
+    }
+
+
+def _add_at_once() -> Any:
+    """``WITH claimed AS (UPDATE imports ... RETURNING ...), new_records AS (INSERT ... FROM claimed,
+    unnest(...)), new_operation AS (INSERT ... FROM claimed), noted AS (INSERT INTO events ... FROM
+    claimed RETURNING id) SELECT claimed.*, ARRAY(SELECT id FROM noted) FROM claimed``: nothing is
+    written when no import has the digest (``claimed`` is empty)."""
+    claimed = _CLAIM_BY_DIGEST.cte("claimed")
+    count = bindparam("a_count", type_=Integer)
+    first_seq = claimed.c.record_count - count + 1  # the counters are the new ones here
+    texts = (
+        func.unnest(bindparam("a_texts", type_=ARRAY(Text)))
+        .table_valued("value", with_ordinality="ord")
+        .render_derived()
+    )
+    new_records = insert(_staged).from_select(
+        ["import_id", "seq", "data"],
+        select(claimed.c.id, first_seq - 1 + texts.c.ord, texts.c.value).select_from(claimed, texts),
+    )
+    result = func.json_build_object(
+        literal_column("'accepted'"),
+        count,
+        literal_column("'record_count'"),
+        claimed.c.record_count,
+        literal_column("'first_seq'"),
+        first_seq,
+    )
+    staged_detail = func.json_build_object(
+        literal_column("'accepted'"), count, literal_column("'record_count'"), claimed.c.record_count
+    )
+    now = bindparam("a_now", type_=_operations.c.created_at.type)
+    operation_id = bindparam("a_operation_id", type_=String)
+    new_operation = insert(_operations).from_select(
+        list(_OPERATION_COLUMNS),
+        select(
+            operation_id,
+            bindparam("a_kind", type_=String),
+            bindparam("a_principal", type_=String),
+            claimed.c.tenant,
+            claimed.c.id,
+            bindparam("a_key", type_=String),
+            bindparam("a_fingerprint", type_=String),
+            bindparam("a_status", type_=String),
+            result,
+            literal_column("1"),
+            now,
+            now,
+            literal_column("1"),
+        ).select_from(claimed),
+    )
+    events = union_all(
+        select(
+            claimed.c.id,
+            operation_id,
+            bindparam("a_staged_kind", type_=String),
+            bindparam("a_staged_state", type_=String),
+            staged_detail,
+            now,
+        ).select_from(claimed),
+        select(
+            claimed.c.id,
+            operation_id,
+            bindparam("a_done_kind", type_=String),
+            bindparam("a_done_state", type_=String),
+            bindparam("a_done_detail", type_=_events.c.detail.type),
+            now,
+        ).select_from(claimed),
+    )
+    noted = insert(_events).from_select(list(_EVENT_COLUMNS), events).returning(_events.c.id).cte("noted")
+    ids = func.array(select(noted.c.id).scalar_subquery())
+    return (
+        select(*[claimed.c[column.name] for column in _ADD_COLUMNS], ids)
+        .add_cte(new_records.cte("new_records"))
+        .add_cte(new_operation.cte("new_operation"))
+    )
+
+
+_ADD_AT_ONCE = _add_at_once()
 
 
 def _stage_on_sqlite(connection: Connection, records: NewRecords) -> None:

@@ -101,3 +101,56 @@ def test_a_session_of_the_first_protocol_version_still_begins() -> None:
 
     assert old.begun == ["adp-1"]
     assert new.begun == [("adp-2", "customers")]
+
+
+def _written(ctx: ServiceContext) -> dict[str, list[tuple[object, ...]]]:
+    """Every staged record, operation result and event the store holds (both databases)."""
+    from sqlalchemy import text
+
+    with ctx.store.unit_of_work() as uow:
+        run = uow.session.execute
+        return {
+            "records": [
+                tuple(r) for r in run(text("SELECT import_id, seq, data FROM staged_records ORDER BY seq"))
+            ],
+            "operations": [
+                tuple(r) for r in run(text("SELECT kind, status, result FROM operations ORDER BY created_at"))
+            ],
+            "events": [tuple(r) for r in run(text("SELECT kind, state, detail FROM events ORDER BY id"))],
+        }
+
+
+def test_a_refused_add_writes_nothing_and_an_accepted_one_writes_its_records_operation_and_events(
+    targeted: ImportService, alice: Principal
+) -> None:
+    """On PostgreSQL an add is one statement that writes before the rules run (a refusal rolls it
+    back); on SQLite the rules run first. Both must leave the same rows."""
+    import json
+
+    handle = targeted.begin(alice, "customers").handle
+    targeted.add(alice, handle, [{"name": "Ada"}])
+    before = _written(targeted.ctx)
+    with pytest.raises(RecordInvalid):
+        targeted.add(alice, handle, [{"name": "Grace"}, {"name": 7}])
+    assert _written(targeted.ctx) == before
+
+    targeted.add(alice, handle, [{"name": "Grace"}, {"name": "Linus"}])
+    after = _written(targeted.ctx)
+    assert [(seq, json.loads(str(data))) for _, seq, data in after["records"]] == [
+        (1, {"name": "Ada"}),
+        (2, {"name": "Grace"}),
+        (3, {"name": "Linus"}),
+    ]
+    decoded = [
+        (kind, status, json.loads(result) if isinstance(result, str) else result)
+        for kind, status, result in after["operations"]
+    ]
+    assert decoded[-1] == ("add", "succeeded", {"accepted": 2, "record_count": 3, "first_seq": 2})
+    events = [
+        (kind, state, json.loads(detail) if isinstance(detail, str) else detail)
+        for kind, state, detail in after["events"]
+    ][len(before["events"]) :]
+    assert events == [
+        ("import.records_staged", "open", {"accepted": 2, "record_count": 3}),
+        ("operation.succeeded", "succeeded", {"kind": "add"}),
+    ]

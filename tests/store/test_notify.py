@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from adapter.store import Store
-from adapter.store.notify import channel_for_schema, libpq_dsn
+from adapter.store.notify import EventAnnouncer, channel_for_schema, libpq_dsn
 from tests.support.constants import POSTGRES
 
 pytestmark = pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
@@ -60,3 +60,16 @@ def test_a_rolled_back_event_is_never_announced(store: Store) -> None:
     assert _received(listener, 1.0) == []
     committed = _record_event(store, commit=True)  # the listener works: the next one arrives alone
     assert _received(listener, 5.0) == [committed]
+
+
+def test_commits_within_the_gathering_window_share_one_notification(store: Store) -> None:
+    """The announcer waits a moment after a burst's first commit, so a burst costs one round trip."""
+    listener = _listener(store)
+    announcer = EventAnnouncer(libpq_dsn(store.engine.url), gather_seconds=0.5)
+    try:
+        announcer.announce([101])
+        announcer.announce([102, 103])  # well inside the half second
+        notes = list(listener.notifies(timeout=5.0, stop_after=1))
+        assert [note.payload for note in notes] == ["101,102,103"]
+    finally:
+        announcer.close()

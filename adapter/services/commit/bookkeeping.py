@@ -73,24 +73,18 @@ def set_recovery_point(
 
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
-            # One statement writes the point and reads what decides whether it may stand; a refusal
-            # below leaves the unit of work uncommitted, so it rolls back.
-            found = uow.operations.move_recovery_point(claim.operation_id, point, attempt=attempt)
+            # One statement writes the point and its event and reads what decides whether they may
+            # stand; a refusal below leaves the unit of work uncommitted, so it rolls back.
+            found = uow.operations.move_recovery_point(
+                claim.operation_id, point, attempt=attempt, event_kind=EventKind.OPERATION_RECOVERY_POINT
+            )
             if found is None:
                 raise MissingRow(f"commit operation {claim.operation_id} is gone")
-            lease_owner, status, stop_requested, attempts = found
+            lease_owner, status, stop_requested, _ = found
             if lease_owner != claim.lease_owner or status != OperationState.IN_PROGRESS:
                 raise LeaseLost()
             if stop_requested is not None:
                 raise StopRequested()
-            record_event(
-                uow,
-                EventKind.OPERATION_RECOVERY_POINT,
-                claim,
-                claim.operation_id,
-                state=status,
-                detail={"point": point, "attempt": attempts},
-            )
             uow.commit()
 
     retry_on_conflict(write)

@@ -74,15 +74,17 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
             detail = {"kind": operation.kind, **({"error": error_code} if error_code else {})}
             if refusal is not None:  # where and why, without its message: the history is for everyone
                 detail["refusal"] = {k: refusal[k] for k in ("code", "position", "field")}
-            record_event(uow, EventKind.for_operation(outcome.status), row, operation, detail=detail)
-            record_event(
-                uow,
-                EventKind.for_import(import_state),
-                row,
-                operation,
-                state=row.state,
-                detail={"record_count": row.record_count},
-            )
+            events = [
+                _event(EventKind.for_operation(outcome.status), row, operation, operation.status, detail),
+                _event(
+                    EventKind.for_import(import_state),
+                    row,
+                    operation,
+                    row.state,
+                    {"record_count": row.record_count},
+                ),
+            ]
+            uow.operations.write_finished(operation, row, events)  # one statement on PostgreSQL
             uow.commit()
             return CommitResult(
                 handle=claim.handle,
@@ -96,6 +98,19 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
             )
 
     return retry_on_conflict(write)
+
+
+def _event(
+    kind: EventKind, row: ImportRow, operation: OperationRow, state: str, detail: dict[str, Any]
+) -> dict[str, Any]:
+    """One event of the finish, as ``OperationRepository.write_finished`` takes it."""
+    return {
+        "import_id": row.id,
+        "operation_id": operation.id,
+        "kind": kind.value,
+        "state": state,
+        "detail": detail,
+    }
 
 
 def _record_late_commit(
