@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import (
     ColumnElement,
     Select,
+    Table,
     bindparam,
     delete,
     exists,
@@ -91,7 +92,7 @@ def _move_point_noted() -> Select[Any]:
     """PostgreSQL: ``_MOVE_POINT`` and its event in one statement (data-modifying CTEs), the
     event's state and attempt taken from the row as the update left it."""
     moved = _MOVE_POINT.returning(OperationRow.id).cte("moved")
-    events = EventRow.__table__
+    events = cast(Table, EventRow.__table__)
     detail = func.json_build_object(
         literal_column("'point'"), bindparam("point"), literal_column("'attempt'"), moved.c.attempts
     )
@@ -123,7 +124,9 @@ def _finish_run(events: int) -> Select[Any]:
     """PostgreSQL: a commit's finish in one statement (data-modifying CTEs): the operation and the
     import, each only at the version it was read at, and ``events`` events, written only when both
     rows were; returns how many of each it changed and the new event ids."""
-    operations, imports, event_table = OperationRow.__table__, ImportRow.__table__, EventRow.__table__
+    operations = cast(Table, OperationRow.__table__)
+    imports = cast(Table, ImportRow.__table__)
+    event_table = cast(Table, EventRow.__table__)
     finished = (
         update(operations)
         .where(operations.c.id == bindparam("o_id"), operations.c.version == bindparam("o_version"))
