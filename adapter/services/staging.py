@@ -33,6 +33,7 @@ from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
 from adapter.store.staging import AddAhead, AddTarget, NewRecords
+from adapter.store.tables import new_event
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["add_records", "record_succeeded"]
@@ -165,22 +166,9 @@ def record_succeeded(
         status=SUCCEEDED,
         result=result,
         events=[
-            _event_row(effect_kind, import_id, operation_id, OPEN, detail),
-            _event_row(EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": kind}),
+            new_event(effect_kind, import_id, operation_id, OPEN, detail),
+            new_event(EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": kind}),
         ],
         records=records,
     )
     return operation_id
-
-
-def _event_row(
-    kind: EventKind, import_id: str, operation_id: str, state: str, detail: dict[str, Any]
-) -> dict[str, Any]:
-    """One event for ``StagingRepository.record_outcome`` (written with the operation that made it)."""
-    return {
-        "kind": kind.value,
-        "import_id": import_id,
-        "operation_id": operation_id,
-        "state": state,
-        "detail": detail,
-    }

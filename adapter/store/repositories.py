@@ -41,6 +41,7 @@ from adapter.store.tables import (
     ImportRow,
     OperationRow,
     StagedRecordRow,
+    new_event,
     utcnow,
 )
 
@@ -377,9 +378,7 @@ class OperationRepository(_RowRepository[OperationRow]):
             return None
         lease_owner, status, stop_requested, attempts, import_id = found
         detail = {"point": point, "attempt": attempts}
-        event = EventRow(import_id=import_id, operation_id=operation_id, kind=event_kind, state=status)
-        event.detail = detail
-        self._session.add(event)
+        self._session.add(EventRow(**new_event(event_kind, import_id, operation_id, status, detail)))
         return lease_owner, status, stop_requested, attempts
 
     def write_finished(

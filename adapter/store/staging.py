@@ -163,21 +163,6 @@ _EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "creat
 
 _SQLITE_STAGE = "INSERT INTO staged_records (import_id, seq, data) VALUES (?, ?, ?)"
 
-# PostgreSQL: the records as one text array, numbered from ``r_first_seq`` by their ordinality.
-_texts = (
-    func.unnest(bindparam("r_texts", type_=ARRAY(Text)))
-    .table_valued("value", with_ordinality="ord")
-    .render_derived()
-)
-_NEW_RECORDS = insert(_staged).from_select(
-    ["import_id", "seq", "data"],
-    select(
-        bindparam("r_import_id", type_=String),
-        bindparam("r_first_seq", type_=Integer) - 1 + _texts.c.ord,
-        _texts.c.value,
-    ).select_from(_texts),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class AddTarget:
@@ -389,11 +374,11 @@ class StagingRepository:
     ) -> None:
         """Insert the operation already finished (not an insert and an update), its events (each
         a dict of ``kind``, ``import_id``, ``operation_id``, ``state``, ``detail``) and the
-        ``records`` an add stages.
+        ``records`` given (the add path on SQLite; on PostgreSQL an add writes all of it with its
+        import, ``hold_for_add``).
 
-        On PostgreSQL that is one statement (the records and the operation in data-modifying CTEs):
-        the add path pays one round trip for all of it. Other workers are told the event ids after
-        the commit (``notify.py``).
+        On PostgreSQL that is one statement (data-modifying CTEs). Other workers are told the event
+        ids after the commit (``notify.py``).
         """
         now = utcnow()
         operation = {
@@ -433,6 +418,15 @@ class StagingRepository:
         remember_events(self._session, [row[0] for row in ids])
 
 
+def _unnested(name: str) -> Any:
+    """The records as one text array parameter ``name``, unnested with their ordinality (``ord``)."""
+    return (
+        func.unnest(bindparam(name, type_=ARRAY(Text)))
+        .table_valued("value", with_ordinality="ord")
+        .render_derived()
+    )
+
+
 def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
     now = utcnow()
     staged_kind, staged_state = ahead.staged_event
@@ -463,11 +457,7 @@ def _add_at_once() -> Any:
     claimed = _CLAIM_BY_DIGEST.cte("claimed")
     count = bindparam("a_count", type_=Integer)
     first_seq = claimed.c.record_count - count + 1  # the counters are the new ones here
-    texts = (
-        func.unnest(bindparam("a_texts", type_=ARRAY(Text)))
-        .table_valued("value", with_ordinality="ord")
-        .render_derived()
-    )
+    texts = _unnested("a_texts")
     new_records = insert(_staged).from_select(
         ["import_id", "seq", "data"],
         select(claimed.c.id, first_seq - 1 + texts.c.ord, texts.c.value).select_from(claimed, texts),
@@ -558,5 +548,14 @@ def _outcome_statement(events: int, with_records: bool) -> Insert:
     ]
     statement = insert(_events).values(rows).add_cte(new_operation)
     if with_records:
-        statement = statement.add_cte(_NEW_RECORDS.cte("new_records"))
+        texts = _unnested("r_texts")
+        new_records = insert(_staged).from_select(
+            ["import_id", "seq", "data"],
+            select(
+                bindparam("r_import_id", type_=String),
+                bindparam("r_first_seq", type_=Integer) - 1 + texts.c.ord,
+                texts.c.value,
+            ).select_from(texts),
+        )
+        statement = statement.add_cte(new_records.cte("new_records"))
     return statement.returning(_events.c.id)

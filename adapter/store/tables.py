@@ -35,6 +35,7 @@ __all__ = [
     "ImportRow",
     "OperationRow",
     "StagedRecordRow",
+    "new_event",
     "utcnow",
 ]
 
@@ -50,6 +51,23 @@ NAMING = {
 def utcnow() -> datetime:
     """The one clock of the store (freezegun-friendly)."""
     return datetime.now(UTC)
+
+
+def new_event(
+    kind: str,
+    import_id: str | None,
+    operation_id: str | None,
+    state: str | None,
+    detail: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A new event's columns as the store's statement writers take them (``created_at`` is theirs)."""
+    return {
+        "kind": str(kind),  # a StrEnum as its plain value, for the driver
+        "import_id": import_id,
+        "operation_id": operation_id,
+        "state": state,
+        "detail": detail,
+    }
 
 
 class UTCDateTime(TypeDecorator[datetime]):

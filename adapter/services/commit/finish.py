@@ -19,7 +19,7 @@ from adapter.services.commit.claim import ANSWER_FOR_STATUS, answer_from_record
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.leases import release_lease
-from adapter.store.tables import ImportRow, OperationRow
+from adapter.store.tables import ImportRow, OperationRow, new_event
 from adapter.store.unit_of_work import UnitOfWork
 
 __all__ = ["Outcome", "current_answer", "finish", "unknown_outcome"]
@@ -75,11 +75,13 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
             if refusal is not None:  # where and why, without its message: the history is for everyone
                 detail["refusal"] = {k: refusal[k] for k in ("code", "position", "field")}
             events = [
-                _event(EventKind.for_operation(outcome.status), row, operation, operation.status, detail),
-                _event(
+                new_event(
+                    EventKind.for_operation(outcome.status), row.id, operation.id, operation.status, detail
+                ),
+                new_event(
                     EventKind.for_import(import_state),
-                    row,
-                    operation,
+                    row.id,
+                    operation.id,
                     row.state,
                     {"record_count": row.record_count},
                 ),
@@ -98,19 +100,6 @@ def finish(ctx: ServiceContext, claim: Claim, outcome: Outcome) -> CommitResult:
             )
 
     return retry_on_conflict(write)
-
-
-def _event(
-    kind: EventKind, row: ImportRow, operation: OperationRow, state: str, detail: dict[str, Any]
-) -> dict[str, Any]:
-    """One event of the finish, as ``OperationRepository.write_finished`` takes it."""
-    return {
-        "import_id": row.id,
-        "operation_id": operation.id,
-        "kind": kind.value,
-        "state": state,
-        "detail": detail,
-    }
 
 
 def _record_late_commit(
