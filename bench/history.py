@@ -430,9 +430,10 @@ def hot_statements(kit: Kit) -> list[tuple[str, Any]]:
     the parameters it first ran with."""
     with captured_sql(kit) as seen:
         run_steps(kit, {step: [] for step in STEPS}, next(_EXPLAINED), tag="explain-")
-    handle = kit.service.list_imports(PRINCIPAL, cursor=None, limit=1).items[0].handle
-    seen.append(status_read_sql(kit, handle))
-    seen += driver_statements(kit, handle)
+    if _dialect(kit) == "postgresql":  # on SQLite these run through SQLAlchemy: captured above
+        handle = kit.service.list_imports(PRINCIPAL, cursor=None, limit=1).items[0].handle
+        seen.append(status_read_sql(kit, handle))
+        seen += driver_statements(kit, handle)
     distinct: dict[str, Any] = {}
     for statement, parameters in seen:
         if statement.lstrip().split(None, 1)[0].upper() in ("SELECT", "UPDATE", "DELETE", "WITH"):
@@ -440,23 +441,39 @@ def hot_statements(kit: Kit) -> list[tuple[str, Any]]:
     return list(distinct.items())
 
 
+def _dialect(kit: Kit) -> str:
+    return kit.service.ctx.store.engine.dialect.name
+
+
 def explain(kit: Kit, statement: str, parameters: Any) -> list[str]:
-    """PostgreSQL's plan of ``statement`` with ``parameters`` (in a transaction rolled back: an
-    EXPLAIN without ANALYZE changes nothing, but the statement may take row locks if run)."""
+    """The database's plan of ``statement`` with ``parameters``: PostgreSQL's ``EXPLAIN`` lines, or
+    SQLite's ``EXPLAIN QUERY PLAN`` details (in a transaction rolled back: a plan changes nothing,
+    but on PostgreSQL the statement may take row locks if run)."""
+    sqlite = _dialect(kit) == "sqlite"
     connection = kit.service.ctx.store.engine.raw_connection()
     try:
-        cursor = connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute("EXPLAIN " + statement, parameters)
-        plan = [row[0] for row in cursor.fetchall()]
-        connection.driver_connection.rollback()  # type: ignore[union-attr]
+        driver: Any = connection.driver_connection
+        cursor = driver.cursor()
+        cursor.execute(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement, parameters)
+        plan = [str(row[3] if sqlite else row[0]) for row in cursor.fetchall()]
+        driver.rollback()
         return plan
     finally:
         connection.close()
 
 
 def seq_scans(plan: Sequence[str]) -> list[str]:
-    """The plan's lines that read a big table whole."""
-    return [line.strip() for line in plan if any(f"Seq Scan on {t} " in line + " " for t in BIG_TABLES)]
+    """The plan's lines that read a big table whole: PostgreSQL's ``Seq Scan on t``, SQLite's
+    ``SCAN t`` through no index."""
+
+    def whole(line: str) -> bool:
+        text = line.strip() + " "
+        return any(
+            f"Seq Scan on {t} " in text or (text.startswith(f"SCAN {t} ") and "INDEX" not in text)
+            for t in BIG_TABLES
+        )
+
+    return [line.strip() for line in plan if whole(line)]
 
 
 def print_plans(kit: Kit, *, verbose: bool = False) -> int:
@@ -565,7 +582,7 @@ def measure(kind: str, args: argparse.Namespace, workdir: Path, address: tuple[s
                             spent[name][step] += values
             empty_ms, full_ms = medians_ms(spent["empty"]), medians_ms(spent["full"])
             ratios = {step: round(full_ms[step] / empty_ms[step], 2) for step in STEPS}
-            if args.explain and kind == "postgres":
+            if args.explain:
                 scanning = print_plans(full, verbose=args.verbose)
                 print(f"hot statements with a sequential scan of a big table: {scanning}")
             purge = purge_stall(full, history, args.purge_rows, args.probe_calls) if args.purge_rows else None
@@ -615,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--probe-calls", type=int, default=2000, help="the other tenant's calls before the purge"
     )
-    parser.add_argument("--explain", action="store_true", help="PostgreSQL: print the plans that scan")
+    parser.add_argument("--explain", action="store_true", help="print the plans that scan")
     parser.add_argument("--verbose", action="store_true", help="with --explain: print every plan")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     args = parser.parse_args(argv)

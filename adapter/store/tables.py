@@ -185,6 +185,9 @@ class OperationRow(Base):
         Index("ix_operations_status_lease", "status", "lease_expires_at"),
         Index("ix_operations_import", "import_id", "created_at"),
         Index("ix_operations_created", "created_at", "id"),
+        # The admin list filtered by status, newest first, in index order: without it SQLite (no
+        # statistics) read every operation of the status and sorted them (issue 25, bench/history.py).
+        Index("ix_operations_status_created", "status", "created_at", "id"),
         # What changed lately: the late-commit watch's window, the purge's cut-off. Without it both
         # read every operation ever kept (issue 25, bench/history.py).
         Index("ix_operations_updated", "updated_at"),
