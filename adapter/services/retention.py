@@ -21,6 +21,7 @@ from adapter.services.context import ServiceContext
 from adapter.services.idempotency import retry_on_conflict
 from adapter.services.quotas import discard_in_batches
 from adapter.store.repositories import RetentionRepository
+from adapter.store.tables import new_event
 
 __all__ = ["PurgeReport", "expire_open_imports", "purge_finished"]
 
@@ -86,12 +87,12 @@ def _purge_imports(ctx: ServiceContext, cutoff: datetime, batch: int) -> int:
             owners = uow.retention.purgeable_import_owners(
                 _FINAL_IMPORTS, _FINISHED_OPERATIONS, cutoff, batch
             )
-            for import_id, principal, tenant in owners:
-                uow.events.record(
-                    EventKind.IMPORT_PURGED,
-                    import_id=import_id,
-                    detail={"principal": principal, "tenant": tenant},
-                )
+            uow.events.record_many(
+                [
+                    new_event(EventKind.IMPORT_PURGED, import_id, None, None, {"principal": p, "tenant": t})
+                    for import_id, p, t in owners
+                ]
+            )
             deleted = uow.retention.purge_imports_by_id([import_id for import_id, _, _ in owners])
             uow.commit()
         if not deleted:
