@@ -120,7 +120,7 @@ def _usable_import(
     handle: str,
     records: int,
     size: int,
-    ahead: AddAhead | None = None,
+    ahead: AddAhead,
 ) -> AddTarget:
     """The caller's open import, held for the change: the same refusals as ``find_usable_import``.
 

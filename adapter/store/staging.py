@@ -167,8 +167,7 @@ _SQLITE_STAGE = "INSERT INTO staged_records (import_id, seq, data) VALUES (?, ?,
 @dataclass(frozen=True, slots=True)
 class AddTarget:
     """What the add path reads of an import (the columns its rules need, no ORM identity) as it was
-    before this add, and what the caller's tenant holds in all (``tenant_bytes``, for its quota).
-    ``claimed``: the counters were already moved for this add (PostgreSQL, see ``hold_for_add``)."""
+    before this add, and what the caller's tenant holds in all (``tenant_bytes``, for its quota)."""
 
     id: str
     principal: str
@@ -180,8 +179,9 @@ class AddTarget:
     expires_at: datetime
     version: int
     tenant_bytes: int
-    claimed: bool
-    written: bool = False  # the add's records, operation and events are written too (``AddAhead``)
+    written: bool = False
+    """PostgreSQL: the statement that held the import also moved its counters and wrote the add
+    (``AddAhead``); SQLite: the caller does both once its rules have passed (:meth:`claim`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +228,7 @@ class StagingRepository:
         self._session = session
 
     def hold_for_add(
-        self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead | None = None
+        self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead
     ) -> AddTarget | None:
         """The import with this digest, its row held until the transaction ends, as it was before an
         add of ``records`` records of ``size`` bytes, with what ``tenant``'s imports hold in all.
@@ -239,7 +239,7 @@ class StagingRepository:
         (``BEGIN IMMEDIATE`` already serialises writers) it is a read, and :meth:`claim` moves the
         counters once the rules have passed.
 
-        With ``ahead`` on PostgreSQL that same statement also writes the add itself (its records, its
+        On PostgreSQL that same statement also writes the add itself, ``ahead`` (its records, its
         finished operation and its events; ``written`` on the answer): an add is one statement. A
         refusal rolls it all back, so a refused add costs what an accepted one does, once.
         """
@@ -247,16 +247,12 @@ class StagingRepository:
         params: dict[str, Any] = {"digest": handle_digest, "of_tenant": tenant}
         if connection.dialect.name == "postgresql":
             params |= {"records": records, "size": size, "now": utcnow()}
-            if ahead is None:
-                found = run_on_driver(connection, _CLAIM_BY_DIGEST, params)
-            else:
-                found = run_on_driver(connection, _ADD_AT_ONCE, params | _ahead_params(ahead, records))
+            found = run_on_driver(connection, _ADD_AT_ONCE, params | _ahead_params(ahead, records))
             if not found:
                 return None
             first = found[0]
             id_, principal, row_tenant, target, state, count, staged, expires_at, version, held = first[:10]
-            if ahead is not None:
-                remember_events(self._session, first[10])
+            remember_events(self._session, first[10])
             return AddTarget(
                 id_,
                 principal,
@@ -268,8 +264,7 @@ class StagingRepository:
                 expires_at.replace(tzinfo=UTC),  # as UTCDateTime hands it out
                 version - 1,
                 int(held),
-                True,
-                ahead is not None,
+                written=True,
             )
         row = connection.execute(_IMPORT, params).first()
         if row is None:
@@ -285,7 +280,6 @@ class StagingRepository:
             row.expires_at,
             row.version,
             int(row.tenant_bytes),
-            False,
         )
 
     def open_import(
@@ -339,10 +333,8 @@ class StagingRepository:
         return KeyedOperation(row.id, row.import_id, row.request_fingerprint, row.result)
 
     def claim(self, row: AddTarget, record_count: int, staged_bytes: int) -> None:
-        """Move the import's counters, if nobody changed it since it was read (its version); nothing
-        to do when :meth:`hold_for_add` already moved them."""
-        if row.claimed:
-            return
+        """Move the import's counters, if nobody changed it since it was read (its version): SQLite,
+        where :meth:`hold_for_add` only read it."""
         result = self._session.connection().execute(
             _CLAIM,
             {
