@@ -70,6 +70,11 @@ class LateCommit:
 def earlier_batch_refs(uow: UnitOfWork, import_id: str, operation_id: str) -> tuple[str, ...]:
     """Batch references of the import's other commit operations, oldest first."""
     refs = uow.operations.commit_batch_refs(import_id, OperationKind.COMMIT.value)
+    return other_batch_refs(refs, operation_id)
+
+
+def other_batch_refs(refs: Sequence[tuple[str, str]], operation_id: str) -> tuple[str, ...]:
+    """The batch references of ``refs`` ((operation id, reference) pairs) but ``operation_id``'s."""
     return tuple(ref for op_id, ref in refs if op_id != operation_id)
 
 

@@ -177,6 +177,56 @@ def _finish_run(events: int) -> Select[Any]:
     )
 
 
+@functools.cache
+def _claim_run(events: int) -> Select[Any]:
+    """PostgreSQL: a commit's claim in one statement (data-modifying CTEs): the import moved at the
+    version it was read at, the new operation and ``events`` events inserted only if it was; returns
+    how many imports it moved, the new event ids, and the ids and batch references of the import's
+    commit operations as they were before (``_BATCH_REFS``, oldest first)."""
+    operations = cast(Table, OperationRow.__table__)
+    imports = cast(Table, ImportRow.__table__)
+    event_table = cast(Table, EventRow.__table__)
+    claimed = (
+        update(imports)
+        .where(imports.c.id == bindparam("i_id"), imports.c.version == bindparam("i_version"))
+        .values(state=bindparam("i_state"), version=imports.c.version + 1, updated_at=bindparam("now"))
+        .returning(imports.c.id)
+        .cte("claimed")
+    )
+    names = [column.name for column in operations.c]
+    created = (
+        insert(operations)
+        .from_select(
+            names,
+            select(*[bindparam(f"o_{name}", type_=operations.c[name].type) for name in names]).select_from(
+                claimed
+            ),
+        )
+        .returning(operations.c.id)
+        .cte("created")
+    )
+    columns = ("import_id", "operation_id", "kind", "state", "detail")
+    rows = [
+        select(
+            *[bindparam(f"e{i}_{name}", type_=event_table.c[name].type) for name in columns],
+            bindparam("now", type_=event_table.c.created_at.type),
+        ).select_from(claimed, created)
+        for i in range(events)
+    ]
+    noted = (
+        insert(event_table)
+        .from_select([*columns, "created_at"], union_all(*rows))
+        .returning(event_table.c.id)
+        .cte("noted")
+    )
+    return select(
+        select(func.count()).select_from(claimed).scalar_subquery(),
+        func.array(select(noted.c.id).scalar_subquery()),
+        func.array(_BATCH_REFS.with_only_columns(operations.c.id).scalar_subquery()),
+        func.array(_BATCH_REFS.with_only_columns(operations.c.batch_ref).scalar_subquery()),
+    )
+
+
 def keyset_rows(
     session: Session,
     model: type[Row],
@@ -380,6 +430,42 @@ class OperationRepository(_RowRepository[OperationRow]):
         detail = {"point": point, "attempt": attempts}
         self._session.add(EventRow(**new_event(event_kind, import_id, operation_id, status, detail)))
         return lease_owner, status, stop_requested, attempts
+
+    def write_claimed(
+        self, operation: OperationRow, row: ImportRow, events: Sequence[Mapping[str, Any]], *, new: bool
+    ) -> list[tuple[str, str]]:
+        """Write a commit's claim: its import ``row`` as the caller left it (at the version it was
+        read at), its operation (``new``: to insert; otherwise loaded here and changed) and ``events``
+        (dicts of ``EventRow``'s columns). Returns :meth:`commit_batch_refs` of the import as it was
+        before, read in the same transaction.
+
+        A new operation on PostgreSQL is one statement on the driver instead of the flush (a
+        version-checked update and two inserts) and a read; the import leaves the session, and a lost
+        race raises ``StoreConflict`` as the flush would (a duplicate key too, translated from the
+        driver's error). Otherwise the flush writes the rows and the events go with the commit."""
+        connection = self._session.connection()
+        if not new or connection.dialect.name != "postgresql":
+            if new:
+                self._session.add(operation)
+            self._session.flush()  # a concurrent claim of the import conflicts here
+            self._session.add_all(EventRow(**event) for event in events)
+            return self.commit_batch_refs(row.id, str(operation.kind))
+        self._session.expunge(row)
+        now = utcnow()
+        operation.created_at = operation.updated_at = now
+        operation.version = 1  # the version counter's first value, as the ORM would insert it
+        params: dict[str, Any] = {"i_id": row.id, "i_version": row.version, "i_state": row.state, "now": now}
+        for column in cast(Table, OperationRow.__table__).c:
+            value = getattr(operation, column.key)
+            params[f"o_{column.name}"] = str(value) if isinstance(value, str) else value  # StrEnums too
+        params |= {"import_id": row.id, "kind": str(operation.kind)}  # _BATCH_REFS's own
+        for index, event in enumerate(events):
+            params |= {f"e{index}_{name}": value for name, value in event.items()}
+        [(moved, event_ids, ids, refs)] = run_on_driver(connection, _claim_run(len(events)), params)
+        if moved != 1:
+            raise StoreConflict()
+        remember_events(self._session, event_ids)
+        return list(zip(ids, refs, strict=True))
 
     def write_finished(
         self, operation: OperationRow, row: ImportRow, events: Sequence[Mapping[str, Any]]

@@ -12,6 +12,7 @@ again from the row, under the lease the reconciler took.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from adapter.domain.confirmation import CommitSubject
 from adapter.domain.errors import ConfirmationStale, HandleExpired, InvalidState
@@ -31,11 +32,10 @@ from adapter.services.access import effective_state, find_import
 from adapter.services.commit.bookkeeping import Claim, MissingRow, record_event
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import check_fingerprint, new_operation
-from adapter.services.late_commits import earlier_batch_refs
+from adapter.services.late_commits import earlier_batch_refs, other_batch_refs
 from adapter.services.leases import new_lease_owner, take_lease
 from adapter.services.quotas import CommitSlot
-from adapter.store.tables import ImportRow, OperationRow
-from adapter.store.unit_of_work import UnitOfWork
+from adapter.store.tables import ImportRow, OperationRow, new_event
 
 __all__ = ["ANSWER_FOR_STATUS", "answer_from_record", "batch_ref_for", "claim_import", "resume_claim"]
 
@@ -99,7 +99,6 @@ def claim_import(
             operation.attempts = 0
             operation.batch_ref = batch_ref_for(operation.id)
             operation.import_id = row.id
-            uow.operations.add(operation)
         else:
             operation = reuse
             transition_operation(operation, OperationState.IN_PROGRESS)
@@ -114,28 +113,31 @@ def claim_import(
         # own (run.py).
         _start_first_attempt(operation)
         transition(row, ImportState.COMMITTING)
-        uow.flush()  # a concurrent claim of this import conflicts here, before it takes a slot
+        events = [
+            new_event(
+                EventKind.IMPORT_COMMITTING,
+                row.id,
+                operation.id,
+                row.state,
+                {"record_count": row.record_count},
+            ),
+            new_event(
+                EventKind.OPERATION_IN_PROGRESS,
+                row.id,
+                operation.id,
+                operation.status,
+                {"kind": operation.kind, "retry_of_same_key": reuse is not None},
+            ),
+            _first_attempt_event(row.id, operation),
+        ]
+        # One statement on PostgreSQL for a new operation; a concurrent claim of this import
+        # conflicts here, before it takes a slot. The earlier batch references are read in it too.
+        refs = uow.operations.write_claimed(operation, row, events, new=reuse is None)
         if slot is not None:
-            # After the flush, so the losers of a race for one import (duplicates of one commit,
+            # After the write, so the losers of a race for one import (duplicates of one commit,
             # answered from the record on their retry) never hold a slot, not even for a moment.
             slot.take()  # QuotaExceeded here: the transaction rolls back, nothing changed
-        record_event(
-            uow,
-            EventKind.IMPORT_COMMITTING,
-            row,
-            operation,
-            state=row.state,
-            detail={"record_count": row.record_count},
-        )
-        record_event(
-            uow,
-            EventKind.OPERATION_IN_PROGRESS,
-            row,
-            operation,
-            detail={"kind": operation.kind, "retry_of_same_key": reuse is not None},
-        )
-        _first_attempt_event(uow, row, operation)
-        earlier_refs = earlier_batch_refs(uow, row.id, operation.id)  # read in this transaction too
+        earlier_refs = other_batch_refs(refs, operation.id)
         uow.commit()
         if operation.batch_ref is None:  # every commit operation gets one when it is created
             raise MissingRow(f"commit operation {operation.id} has no batch reference")
@@ -182,7 +184,7 @@ def resume_claim(
             return None
         record_event(uow, EventKind.OPERATION_RESUMED, row, operation, detail={"by": by})
         _start_first_attempt(operation)
-        _first_attempt_event(uow, row, operation)
+        uow.events.record(**_first_attempt_event(row.id, operation))
         earlier_refs = earlier_batch_refs(uow, row.id, operation.id)
         try:
             uow.commit()
@@ -210,14 +212,14 @@ def _start_first_attempt(operation: OperationRow) -> None:
     operation.attempts += 1
 
 
-def _first_attempt_event(uow: UnitOfWork, row: ImportRow, operation: OperationRow) -> None:
+def _first_attempt_event(import_id: str, operation: OperationRow) -> dict[str, Any]:
     """The event of :func:`_start_first_attempt`, after the claim's own events."""
-    record_event(
-        uow,
+    return new_event(
         EventKind.OPERATION_RECOVERY_POINT,
-        row,
-        operation,
-        detail={"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
+        import_id,
+        operation.id,
+        operation.status,
+        {"point": RecoveryPoint.REPLAYING, "attempt": operation.attempts},
     )
 
 
