@@ -99,3 +99,57 @@ def test_an_event_still_uncommitted_when_nobody_listened_is_reported_once_it_com
         slow.commit()
     assert [change.handle for change in follower.poll_changes(lambda: True)] == [late]
     assert quick != late
+
+
+@postgres_only
+@pytest.mark.anyio
+async def test_the_pg_feed_reads_nothing_for_nobody_and_tells_a_new_listener_at_once(
+    service: ImportService, alice: Principal
+) -> None:
+    """A NOTIFY wakes the feed, but with nobody listening here it does not read the event table (the
+    catch-up interval, 30 s here, would); once someone listens, the next change is read and told."""
+    from functools import partial
+
+    import anyio
+    import anyio.to_thread
+    from sqlalchemy import event
+
+    from adapter.entrypoints.mcp.feed_pg import run_pg_event_feed
+    from adapter.services.listing import ImportChange
+
+    reads: list[str] = []
+
+    def count_reads(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("SELECT events."):  # the follower's reads, ids alone or whole events
+            reads.append(statement)
+
+    heard: list[str] = []
+
+    async def publish(changes: list[ImportChange]) -> None:
+        heard.extend(change.handle for change in changes)
+
+    audience = [False]
+    engine = service.ctx.store.engine
+    event.listen(engine, "before_cursor_execute", count_reads)
+    try:
+        async with anyio.create_task_group() as tasks:
+            feed = partial(run_pg_event_feed, catch_up_seconds=30.0, listening=lambda: audience[0])
+            tasks.start_soon(feed, service, publish)
+            with anyio.fail_after(10):
+                while not reads:  # the read right after LISTEN
+                    await anyio.sleep(0.02)
+            read_at_start = len(reads)
+            handle = (await anyio.to_thread.run_sync(service.begin, alice, "quiet")).handle
+            for n in range(5):  # five transactions, five notifications
+                await anyio.to_thread.run_sync(service.add, alice, handle, [{"n": n}])
+            await anyio.sleep(0.3)  # several times the announcer's gathering
+            assert len(reads) == read_at_start
+            audience[0] = True
+            await anyio.to_thread.run_sync(service.add, alice, handle, [{"n": 5}])
+            with anyio.fail_after(5):  # well inside the 30 s catch-up: the notification woke it
+                while handle not in heard:
+                    await anyio.sleep(0.02)
+            assert len(reads) > read_at_start
+            tasks.cancel_scope.cancel()
+    finally:
+        event.remove(engine, "before_cursor_execute", count_reads)
