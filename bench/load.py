@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -244,14 +245,31 @@ def cpu_between(first: dict[int, tuple[str, float]], last: dict[int, tuple[str, 
     return spent
 
 
-def store_counts(folder: Path | None) -> dict[str, int]:
-    """Statements and transactions the server's processes sent so far (``bench/counting``)."""
+async def store_counts(probe: Probe) -> dict[str, int]:
+    """Statements and transactions the server's processes sent so far (``bench/counting``): asks
+    each process of the server's group to write its totals (``SIGUSR1``) and waits for the files
+    written after the request (at most a second; a process that did not answer counts as before)."""
     total = {"statements": 0, "transactions": 0}
-    for path in folder.glob("*.json") if folder else ():
-        with contextlib.suppress(OSError, ValueError):
-            for key, value in json.loads(path.read_text()).items():
-                total[key] += int(value)
+    if probe.counts is None or probe.server_group is None:
+        return total
+    asked = time.time()
+    os.killpg(probe.server_group, signal.SIGUSR1)
+    deadline = time.monotonic() + 1.0
+    while True:
+        counts = [_read_counts(path) for path in probe.counts.glob("*.json")]
+        if all(c is not None and c["written_at"] >= asked for c in counts) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.01)
+    for c in counts:
+        for key in total:
+            total[key] += int(c[key]) if c is not None else 0
     return total
+
+
+def _read_counts(path: Path) -> dict[str, float] | None:
+    with contextlib.suppress(OSError, ValueError):
+        return dict(json.loads(path.read_text()))
+    return None
 
 
 async def client_loop(url: str, window: Window, args: argparse.Namespace, tally: Tally, n: int) -> None:
@@ -294,10 +312,10 @@ async def drive(url: str, args: argparse.Namespace, probe: Probe) -> Tally:
     async def sample_cpu() -> None:
         await asyncio.sleep(window.opens - time.monotonic())
         backends = own_backends(probe.postgres_url)  # the pool has grown in the warm-up
-        first, counted = cpu_by_process(probe, backends), store_counts(probe.counts)
+        first, counted = cpu_by_process(probe, backends), await store_counts(probe)
         await asyncio.sleep(window.end - time.monotonic())
         backends |= own_backends(probe.postgres_url)  # a backend opened since counts from zero
-        last, counted_last = cpu_by_process(probe, backends), store_counts(probe.counts)
+        last, counted_last = cpu_by_process(probe, backends), await store_counts(probe)
         if first is not None and last is not None:
             tally.cpu = cpu_between(first, last)
         tally.store = {key: counted_last[key] - counted[key] for key in counted}
