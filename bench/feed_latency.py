@@ -90,8 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             port_a, port_b = _free_port(), _free_port()
             serve = [sys.executable, "-m", "adapter", "serve", "--port"]
             with (
-                running([*serve, str(port_a)], env, port_a, workdir / "a.log") as url_a,
-                running([*serve, str(port_b)], env, port_b, workdir / "b.log") as url_b,
+                running([*serve, str(port_a)], env, port_a, workdir / "a.log") as (url_a, _),
+                running([*serve, str(port_b)], env, port_b, workdir / "b.log") as (url_b, _),
             ):
                 latencies = asyncio.run(measure(url_a, url_b, args.samples))
     ms = sorted(1000 * x for x in latencies)
