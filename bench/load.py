@@ -26,6 +26,7 @@ Usage::
 
     .venv/bin/python bench/load.py                          # 32 clients, 10 s per configuration
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 2
+    .venv/bin/python bench/load.py --clients 0 --only kit_x1 --only kit_x2   # idle: cores, statements/s
 
 Prints a table and one JSON line (the last line of stdout).
 """
@@ -339,6 +340,7 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
     sent = {key: round(n / tally.imports, 1) if store and tally.imports else None for key, n in store.items()}
     return {
         "statements_per_import": sent.get("statements"),
+        "statements_per_s": round(store["statements"] / seconds, 1) if store else None,
         "transactions_per_import": sent.get("transactions"),
         "cores": {role: round(used / seconds, 3) for role, used in cpu.items()},
         "cpu_ms_per_import": {
@@ -423,7 +425,7 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
         merged[key] = (
             {role: round(statistics.mean(v[role] for v in values), 3) for role in ROLES} if values else {}
         )
-    for key in ("statements_per_import", "transactions_per_import"):
+    for key in ("statements_per_import", "transactions_per_import", "statements_per_s"):
         values = [r[key] for r in results if r[key] is not None]
         merged[key] = round(statistics.mean(values), 1) if values else None
     merged["imports_per_s"] = statistics.mean(r["imports_per_s"] for r in results)
@@ -446,8 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", choices=("naive", "kit_x1", "kit_x2"), action="append", help="run only these (profiling)"
     )
     args = parser.parse_args(argv)
-    if not 1 <= args.seconds <= 300 or not 1 <= args.clients <= 256 or not 1 <= args.rounds <= 5:
-        parser.error("--seconds 1..300, --clients 1..256, --rounds 1..5")
+    if not 1 <= args.seconds <= 300 or not 0 <= args.clients <= 256 or not 1 <= args.rounds <= 5:
+        parser.error("--seconds 1..300, --clients 0..256 (0: the idle cost), --rounds 1..5")
     order = args.only or ["naive", "kit_x1", "kit_x2"]
     load_before = os.getloadavg()
     collected: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
@@ -532,7 +534,7 @@ def print_table(s: dict[str, Any]) -> None:
             per_import = r["cpu_ms_per_import"]
             print(
                 "  CPU in the window, cores (ms per import): "
-                + ", ".join(f"{role} {r['cores'][role]:.2f} ({per_import[role]})" for role in r["cores"])
+                + ", ".join(f"{role} {r['cores'][role]:.2f} ({per_import.get(role)})" for role in r["cores"])
                 + f"; all {sum(r['cores'].values()):.2f} of {s['cpus']}"
             )
         if r["statements_per_import"] is not None:
@@ -540,6 +542,8 @@ def print_table(s: dict[str, Any]) -> None:
                 f"  store per import: {r['statements_per_import']} statements, "
                 f"{r['transactions_per_import']} transactions (target <= 30 statements)"
             )
+        elif r["statements_per_s"] is not None:
+            print(f"  store: {r['statements_per_s']} statements a second")
     for name, limit in TARGETS.items():
         value = s["ratios"][name]
         print(f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'} (target <= {limit}x)")
