@@ -34,6 +34,7 @@ from adapter.domain.states import OperationKind
 from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
 from adapter.store.tables import (
+    OPERATION_BY_KEY,
     AuditRow,
     CompensationRow,
     ConfirmationRoundRow,
@@ -61,16 +62,11 @@ Row = TypeVar("Row", ImportRow, OperationRow)
 
 # The ORM reads of every import's path, built once with their parameters bound at execution: a
 # statement built per call cost its construction and cache key, about 270 of the 870 us of CPU the
-# finish's read of its operation and import took (in process, PostgreSQL; results are cached by
-# SQLAlchemy either way).
+# finish's read of its operation and import took (in process, PostgreSQL; SQLAlchemy caches the
+# compiled form either way, not the building of the statement).
 _BY_DIGEST = select(ImportRow).where(ImportRow.handle_digest == bindparam("digest"))
 _BY_DIGEST_LOCKED = _BY_DIGEST.with_for_update().execution_options(populate_existing=True)
-_BY_KEY = select(OperationRow).where(
-    OperationRow.tenant == bindparam("tenant"),
-    OperationRow.principal == bindparam("principal"),
-    OperationRow.kind == bindparam("kind"),
-    OperationRow.idempotency_key == bindparam("key"),
-)
+_BY_KEY = select(OperationRow).where(OPERATION_BY_KEY)
 _WITH_IMPORT = (
     select(OperationRow, ImportRow)
     .join(ImportRow, ImportRow.id == OperationRow.import_id)

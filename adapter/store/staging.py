@@ -44,7 +44,14 @@ from adapter.domain.errors import StoreConflict
 from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
 from adapter.store.quota_reads import holds_bytes
-from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow, utcnow
+from adapter.store.tables import (
+    OPERATION_BY_KEY,
+    EventRow,
+    ImportRow,
+    OperationRow,
+    StagedRecordRow,
+    utcnow,
+)
 
 __all__ = ["AddAhead", "AddTarget", "KeyedOperation", "NewRecords", "StagingRepository"]
 
@@ -104,12 +111,7 @@ _CLAIM = (
 
 _BY_KEY = select(
     _operations.c.id, _operations.c.import_id, _operations.c.request_fingerprint, _operations.c.result
-).where(
-    _operations.c.tenant == bindparam("tenant"),
-    _operations.c.principal == bindparam("principal"),
-    _operations.c.kind == bindparam("kind"),
-    _operations.c.idempotency_key == bindparam("key"),
-)
+).where(OPERATION_BY_KEY)
 
 # begin: how many open, unexpired imports the principal has (its quota), read by the statement that
 # inserts the new one on PostgreSQL (RETURNING sees the snapshot before the insert), alone on SQLite.

@@ -22,11 +22,14 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    and_,
+    bindparam,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "OPERATION_BY_KEY",
     "AuditRow",
     "Base",
     "CompensationRow",
@@ -199,6 +202,16 @@ class OperationRow(Base):
             sqlite_where=text("stop_requested IS NOT NULL"),
         ),
     )
+
+
+# An operation by its idempotency key (the unique key above), with the values bound at execution:
+# the staging's column read and the operations repository's ORM read ask the same.
+OPERATION_BY_KEY = and_(
+    OperationRow.tenant == bindparam("tenant"),
+    OperationRow.principal == bindparam("principal"),
+    OperationRow.kind == bindparam("kind"),
+    OperationRow.idempotency_key == bindparam("key"),
+)
 
 
 class CompensationRow(Base):

@@ -64,10 +64,10 @@ async def run_pg_event_feed(
             while True:
                 with anyio.move_on_after(catch_up_seconds):
                     await wake_receive.receive()
-                quiet = listening is not None and not listening()
-                if quiet and anyio.current_time() - last_read < catch_up_seconds:
+                now, quiet = anyio.current_time(), listening is not None and not listening()
+                if quiet and now - last_read < catch_up_seconds:
                     continue  # nobody here to tell: the next catch-up read moves past it
-                last_read = anyio.current_time()
+                last_read = now
                 await read_and_publish()
 
 
