@@ -57,6 +57,7 @@ from adapter.services.retention import purge_finished
 from adapter.store import staging
 from adapter.store.driver import compiled_for
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
+from adapter.store.staged import join_records
 
 __all__ = ["STEPS", "History", "fill_history", "run_steps"]
 
@@ -94,14 +95,15 @@ _OPERATION_COLUMNS = (
     *("lease_expires_at", "records_sent", "stop_requested", "created_at", "updated_at", "version"),
 )
 _EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "created_at")
-_STAGED_COLUMNS = ("import_id", "seq", "data")
+_STAGED_COLUMNS = ("import_id", "last_seq", "first_seq", "data")
 TABLES = {
     "imports": _IMPORT_COLUMNS,
     "operations": _OPERATION_COLUMNS,
     "events": _EVENT_COLUMNS,
-    "staged_records": _STAGED_COLUMNS,
+    "staged_chunks": _STAGED_COLUMNS,
 }
 _RECORD = json.dumps(make_records(1)[0], separators=(",", ":"))
+_CHUNK = join_records([_RECORD] * RECORDS)  # the records of the one add of each import
 _FINGERPRINT = "f" * 64
 
 
@@ -117,7 +119,7 @@ class Rows:
     imports: list[tuple[Any, ...]] = field(default_factory=list)
     operations: list[tuple[Any, ...]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
-    staged_records: list[tuple[Any, ...]] = field(default_factory=list)
+    staged_chunks: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +237,7 @@ class History:
         elif state == "expired":
             events.append((import_id, None, "import.expired", "expired", None, ended))
         if keeps:
-            rows.staged_records += [(import_id, seq, _RECORD) for seq in range(1, RECORDS + 1)]
+            rows.staged_chunks.append((import_id, RECORDS, 1, _CHUNK))
 
     @staticmethod
     def _commit(
@@ -378,7 +380,7 @@ def medians_ms(spent: dict[str, list[float]]) -> dict[str, float]:
 
 # --- the plans of the hot queries (PostgreSQL) ---------------------------------------------------
 
-BIG_TABLES = ("imports", "operations", "events", "staged_records")
+BIG_TABLES = ("imports", "operations", "events", "staged_chunks")
 """The tables that grow with the work: a sequential scan of one costs in proportion to history."""
 
 

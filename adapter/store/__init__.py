@@ -13,12 +13,13 @@ import anyio.to_thread
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import ArgumentError
 
+from adapter.store.checkpoints import Checkpointer
 from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
-from adapter.store.replay import staged_chunk
 from adapter.store.review import ReviewReads
+from adapter.store.staged import StagedWindow, staged_window
 from adapter.store.unit_of_work import UnitOfWork
 from adapter.store.writers import WriterQueue
 
@@ -38,6 +39,8 @@ class Store:
         self.local_reads = engine.dialect.name == "sqlite"
         self._writers = WriterQueue() if self.local_reads else None  # SQLite's one write lock, fairly
         self.health = StoreHealth()  # a full disk, which a probe that rolls back cannot see
+        # SQLite's log is checkpointed off the write path (checkpoints.py).
+        self.checkpointer = Checkpointer(engine) if self.local_reads else None
         self._announcer: EventAnnouncer | None = None
         if engine.dialect.name == "postgresql":  # other workers hear of new events (store/notify.py)
             self._announcer = install_event_notify(self._session_factory, engine)
@@ -76,11 +79,11 @@ class Store:
         with self.read() as connection:
             yield ReviewReads(connection)
 
-    def staged_chunk(self, import_id: str, after_seq: int, size: int) -> tuple[int, list[str]]:
-        """The commit's replay read (``replay.py``): the next ``size`` staged records of the import
-        after ``after_seq``, as stored JSON texts, with the last seq read."""
+    def staged_window(self, import_id: str, after: int, upto: int) -> StagedWindow:
+        """The commit's replay read (``staged.py``): the import's staged records at positions
+        ``after < seq <= upto`` as stored JSON texts, and whether the store holds any past them."""
         with self.read() as connection:
-            return staged_chunk(connection, import_id, after_seq, size)
+            return staged_window(connection, import_id, after, upto)
 
     def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
         """The import with this handle digest and its operations, oldest first (``reads.py``), on the
@@ -136,4 +139,6 @@ class Store:
     def dispose(self) -> None:
         if self._announcer is not None:
             self._announcer.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         self.engine.dispose()

@@ -18,11 +18,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from psycopg.pq import ExecStatus
 from sqlalchemy import ClauseElement, Connection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.types import ARRAY
 
 __all__ = ["compiled_for", "driver_value", "run_on_driver"]
+
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 def run_on_driver(connection: Connection, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
@@ -32,21 +34,17 @@ def run_on_driver(connection: Connection, statement: ClauseElement, params: dict
     values = constants | {name: driver_value(value) for name, value in params.items()}
     with connection.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
         cursor.execute(sql, values)
-        return list(cursor.fetchall()) if cursor.description is not None else []
+        result = cursor.pgresult  # not ``description``: it builds a Column object per column, each call
+        return list(cursor.fetchall()) if result is not None and result.status == TUPLES_OK else []
 
 
 @functools.cache
 def compiled_for(statement: ClauseElement, dialect: Dialect) -> tuple[str, dict[str, Any]]:
     """``statement`` compiled once for ``dialect``: its SQL, and the values of the constants that
-    SQLAlchemy binds as parameters too (the ``0`` of a ``coalesce``, the states compared with).
-    Arrays are sent in binary (psycopg's ``%b``)."""
+    SQLAlchemy binds as parameters too (the ``0`` of a ``coalesce``, the states compared with)."""
     compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
     constants = {name: bind.value for bind, name in compiled.bind_names.items() if not bind.required}
-    sql = str(compiled)
-    for bind, name in compiled.bind_names.items():
-        if isinstance(bind.type, ARRAY):  # psycopg's binary array dumper: ~70x less CPU than text's
-            sql = sql.replace(f"%({name})s", f"%({name})b")
-    return sql, constants
+    return str(compiled), constants
 
 
 def driver_value(value: Any) -> Any:

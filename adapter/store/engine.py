@@ -2,7 +2,8 @@
 
 SQLite runs in WAL mode with a busy timeout, and every transaction starts with ``BEGIN IMMEDIATE``:
 a deferred SQLite transaction that reads and then writes can fail at once with "database is locked"
-instead of waiting, which would turn ordinary concurrency into errors.
+instead of waiting, which would turn ordinary concurrency into errors. Its log is checkpointed by
+a thread of the store's (``checkpoints.py``), not by whichever commit crosses SQLite's threshold.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+
+from adapter.store.checkpoints import BACKSTOP_PAGES
 
 __all__ = ["make_engine", "make_session_factory"]
 
@@ -71,6 +74,8 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
+        # Checkpoints run on a thread of their own (checkpoints.py); a commit only past the backstop.
+        cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -11,7 +11,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedRecordRow
+from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedChunkRow
 
 __all__ = [
     "delete_staged_range",
@@ -53,15 +53,16 @@ def tenant_held_bytes(session: Session, tenant: str) -> int:
 
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:
-    """Delete the records at positions ``after_seq < seq <= up_to_seq`` (the unique index's order)."""
-    result = session.execute(
-        delete(StagedRecordRow).where(
-            StagedRecordRow.import_id == import_id,
-            StagedRecordRow.seq > after_seq,
-            StagedRecordRow.seq <= up_to_seq,
-        )
+    """Delete the chunks of records that end at positions ``after_seq < last_seq <= up_to_seq`` (the
+    primary key's order; a chunk that starts before ``after_seq`` goes with the range it ends in);
+    how many records they held."""
+    chunks = StagedChunkRow
+    deleted = session.execute(
+        delete(chunks)
+        .where(chunks.import_id == import_id, chunks.last_seq > after_seq, chunks.last_seq <= up_to_seq)
+        .returning(chunks.last_seq - chunks.first_seq + 1)
     )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return sum(deleted.scalars())
 
 
 def imports_with_leftover_records(
@@ -70,7 +71,7 @@ def imports_with_leftover_records(
     """(import id, record count, staged bytes) of imports in ``states`` that still have staged records."""
     query = (
         select(ImportRow.id, ImportRow.record_count, ImportRow.staged_bytes)
-        .where(ImportRow.state.in_(states), exists().where(StagedRecordRow.import_id == ImportRow.id))
+        .where(ImportRow.state.in_(states), exists().where(StagedChunkRow.import_id == ImportRow.id))
         .limit(limit)
     )
     return [(row.id, row.record_count, row.staged_bytes or 0) for row in session.execute(query)]

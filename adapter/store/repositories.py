@@ -33,6 +33,7 @@ from adapter.domain.errors import StoreConflict
 from adapter.domain.states import OperationKind
 from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
+from adapter.store.staged import join_records, split_records, staged_window
 from adapter.store.tables import (
     OPERATION_BY_KEY,
     AuditRow,
@@ -41,7 +42,7 @@ from adapter.store.tables import (
     EventRow,
     ImportRow,
     OperationRow,
-    StagedRecordRow,
+    StagedChunkRow,
     new_event,
     utcnow,
 )
@@ -315,46 +316,65 @@ class ImportRepository(_RowRepository[ImportRow]):
 
 
 class RecordRepository(_Repository):
+    """An import's staged records, kept a chunk per add (``staged.py``), inside a unit of work."""
+
     def chunk(self, import_id: str, after_seq: int, limit: int) -> list[tuple[int, str]]:
-        """The next ``limit`` records after ``after_seq``, in order (keyset, so memory stays bounded)."""
-        rows = self._session.execute(
-            select(StagedRecordRow.seq, StagedRecordRow.data)
-            .where(StagedRecordRow.import_id == import_id, StagedRecordRow.seq > after_seq)
-            .order_by(StagedRecordRow.seq)
-            .limit(limit)
-        )
-        return [(seq, data) for seq, data in rows]
+        """The next ``limit`` records after ``after_seq`` with their positions, in order."""
+        connection = self._session.connection()
+        texts = staged_window(connection, import_id, after_seq, after_seq + limit).texts
+        return [(after_seq + offset, text) for offset, text in enumerate(texts, start=1)]
 
     def sizes(self, import_id: str, seqs: Sequence[int]) -> dict[int, int]:
         """``seq -> size in bytes`` of the staged records at ``seqs`` (what a replacement frees)."""
-        rows = self._session.execute(
-            select(StagedRecordRow.seq, StagedRecordRow.data).where(
-                StagedRecordRow.import_id == import_id, StagedRecordRow.seq.in_(list(seqs))
-            )
-        )
-        return {int(seq): len(data.encode()) for seq, data in rows}
+        held = self._chunks_holding(import_id, seqs)
+        return {seq: len(texts[seq - first].encode()) for seq in seqs for first, texts in _holding(held, seq)}
 
     def replace(self, import_id: str, texts: dict[int, str]) -> None:
-        """Put ``texts[seq]`` in place of the staged record at each ``seq`` (all exist)."""
-        for seq, data in texts.items():
+        """Put ``texts[seq]`` in place of the staged record at each ``seq`` (all exist): each chunk
+        that holds one is written once, whole."""
+        held = self._chunks_holding(import_id, list(texts))
+        for seq, text in texts.items():
+            for first, records in _holding(held, seq):
+                records[seq - first] = text
+        for last_seq, (_, records) in held.items():
             self._session.execute(
-                update(StagedRecordRow)
-                .where(StagedRecordRow.import_id == import_id, StagedRecordRow.seq == seq)
-                .values(data=data)
+                update(StagedChunkRow)
+                .where(StagedChunkRow.import_id == import_id, StagedChunkRow.last_seq == last_seq)
+                .values(data=join_records(records))
             )
 
     def count(self, import_id: str) -> int:
-        return (
-            self._session.scalar(
-                select(func.count())
-                .select_from(StagedRecordRow)
-                .where(StagedRecordRow.import_id == import_id)
-            )
-            or 0
-        )
+        held = func.sum(StagedChunkRow.last_seq - StagedChunkRow.first_seq + 1)
+        return self._session.scalar(select(held).where(StagedChunkRow.import_id == import_id)) or 0
 
     def discard(self, import_id: str) -> None:
-        self._session.execute(delete(StagedRecordRow).where(StagedRecordRow.import_id == import_id))
+        self._session.execute(delete(StagedChunkRow).where(StagedChunkRow.import_id == import_id))
+
+    def _chunks_holding(self, import_id: str, seqs: Sequence[int]) -> dict[int, tuple[int, list[str]]]:
+        """``last_seq -> (first_seq, records)`` of the chunks that hold the records at ``seqs``: one
+        indexed read per chunk (the first that ends at or after a position not yet covered)."""
+        held: dict[int, tuple[int, list[str]]] = {}
+        covered = 0
+        for seq in sorted(set(seqs)):
+            if seq <= covered:
+                continue
+            row = self._session.execute(
+                select(StagedChunkRow.first_seq, StagedChunkRow.last_seq, StagedChunkRow.data)
+                .where(StagedChunkRow.import_id == import_id, StagedChunkRow.last_seq >= seq)
+                .order_by(StagedChunkRow.last_seq)
+                .limit(1)
+            ).first()
+            if row is None:
+                break
+            covered = row.last_seq
+            if row.first_seq <= seq:
+                held[row.last_seq] = (row.first_seq, split_records(row.data))
+        return held
+
+
+def _holding(held: dict[int, tuple[int, list[str]]], seq: int) -> list[tuple[int, list[str]]]:
+    """The chunk of ``held`` that holds position ``seq`` (none or one)."""
+    return [(first, records) for last, (first, records) in held.items() if first <= seq <= last]
 
 
 class OperationRepository(_RowRepository[OperationRow]):
@@ -699,35 +719,36 @@ class RetentionRepository(_Repository):
         return self._delete_first(query, OperationRow.__table__, limit)
 
     def purge_staged_records(self, state: str, cutoff: datetime, limit: int) -> int:
-        """Staged records of imports in ``state`` (committed: the legacy system has them now)."""
-        position = tuple_(StagedRecordRow.import_id, StagedRecordRow.seq)
+        """Staged records of imports in ``state`` (committed: the legacy system has them now),
+        ``limit`` chunks at most; how many records they held."""
+        chunks = StagedChunkRow
+        position = tuple_(chunks.import_id, chunks.last_seq)
         chosen = (
-            select(StagedRecordRow.import_id, StagedRecordRow.seq)
-            .join(ImportRow, ImportRow.id == StagedRecordRow.import_id)
+            select(chunks.import_id, chunks.last_seq)
+            .join(ImportRow, ImportRow.id == chunks.import_id)
             .where(ImportRow.state == state, ImportRow.updated_at < cutoff)
             .limit(limit)
         )
-        deleted = self._session.scalars(
-            delete(StagedRecordRow).where(position.in_(chosen)).returning(StagedRecordRow.import_id)
+        deleted = self._session.execute(
+            delete(chunks)
+            .where(position.in_(chosen))
+            .returning(chunks.import_id, chunks.last_seq - chunks.first_seq + 1)
         ).all()
         if deleted:
             # The tenant's byte quota counts what an import keeps: nothing, once all of it is gone.
-            emptied = set(deleted)
+            emptied = {import_id for import_id, _ in deleted}
             self._session.execute(
                 update(ImportRow.__table__)  # type: ignore[arg-type]
-                .where(
-                    ImportRow.id.in_(emptied),
-                    ~exists().where(StagedRecordRow.import_id == ImportRow.id),
-                )
+                .where(ImportRow.id.in_(emptied), ~exists().where(chunks.import_id == ImportRow.id))
                 .values(staged_bytes=0)
             )
-        return len(deleted)
+        return sum(records for _, records in deleted)
 
     def purge_imports_by_id(self, ids: Collection[str]) -> int:
         """These imports, with their records and operations (ids from ``purgeable_import_owners``)."""
         query = select(ImportRow.id).where(ImportRow.id.in_(list(ids)))
         return self._delete(
-            query, ImportRow.__table__, max(len(ids), 1), dependants=(StagedRecordRow, OperationRow)
+            query, ImportRow.__table__, max(len(ids), 1), dependants=(StagedChunkRow, OperationRow)
         )
 
     def purgeable_import_owners(
@@ -776,7 +797,7 @@ class RetentionRepository(_Repository):
         ids_query: Select[Any],
         table: Any,
         limit: int,
-        dependants: Sequence[type[StagedRecordRow] | type[OperationRow]] = (),
+        dependants: Sequence[type[StagedChunkRow] | type[OperationRow]] = (),
     ) -> int:
         ids = list(self._session.scalars(ids_query.limit(limit)))
         if ids:

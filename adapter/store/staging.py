@@ -4,8 +4,8 @@
 each time. Through the ORM its fixed cost (an operation inserted then updated, the import loaded,
 flushed and version-checked, two event objects, three flushes) was about 3 ms of CPU per call before
 a single record was written, and the ORM's bulk insert added about 2 us per record. Here every
-statement is built once; the records go to the driver directly (``executemany`` on SQLite; on
-PostgreSQL one text array, unnested by the statement that writes them). On PostgreSQL an add is one
+statement is built once; an add's records are one row, a chunk (``staged.py``), whatever their
+number. On PostgreSQL an add is one
 statement (data-modifying CTEs): its ``UPDATE ... RETURNING`` finds, locks and moves the import's
 counters and sums what its tenant holds, and the same statement writes the records, the finished
 operation and its events; the rules run on what it returns, and a refusal rolls all of it back. On
@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
-    Connection,
     Insert,
     Integer,
     String,
@@ -38,18 +37,18 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Session
-from sqlalchemy.types import ARRAY
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
 from adapter.store.quota_reads import holds_bytes
+from adapter.store.staged import join_records
 from adapter.store.tables import (
     OPERATION_BY_KEY,
     EventRow,
     ImportRow,
     OperationRow,
-    StagedRecordRow,
+    StagedChunkRow,
     utcnow,
 )
 
@@ -58,7 +57,7 @@ __all__ = ["AddAhead", "AddTarget", "KeyedOperation", "NewRecords", "StagingRepo
 _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
 _events = cast(Table, EventRow.__table__)
-_staged = cast(Table, StagedRecordRow.__table__)
+_chunks = cast(Table, StagedChunkRow.__table__)
 
 # What the tenant's imports hold (for its quota: all but those that dropped their records), read in
 # the add's own statement: no second checkout or round trip. An alias, so it is not correlated with
@@ -163,7 +162,7 @@ _OPERATION_COLUMNS = (
 )
 _EVENT_COLUMNS = ("import_id", "operation_id", "kind", "state", "detail", "created_at")
 
-_SQLITE_STAGE = "INSERT INTO staged_records (import_id, seq, data) VALUES (?, ?, ?)"
+_NEW_CHUNK = insert(_chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,9 +391,9 @@ class StagingRepository:
         }
         rows = [{"created_at": now, **event} for event in events]
         connection = self._session.connection()
+        if records is not None:
+            connection.execute(_NEW_CHUNK, _chunk_row(records))
         if connection.dialect.name != "postgresql":
-            if records is not None:
-                _stage_on_sqlite(connection, records)
             connection.execute(_OPERATION, operation)
             connection.execute(_EVENTS_NO_IDS, rows)
             return
@@ -402,23 +401,16 @@ class StagingRepository:
         params: dict[str, Any] = {f"op_{name}": value for name, value in operation.items()}
         for index, row in enumerate(rows):
             params |= {f"e{index}_{name}": value for name, value in row.items()}
-        if records is not None:
-            params |= {
-                "r_import_id": records.import_id,
-                "r_first_seq": records.first_seq,
-                "r_texts": list(records.texts),
-            }
-        ids = run_on_driver(connection, _outcome_statement(len(rows), records is not None), params)
+        ids = run_on_driver(connection, _outcome_statement(len(rows)), params)
         remember_events(self._session, [row[0] for row in ids])
 
 
-def _unnested(name: str) -> Any:
-    """The records as one text array parameter ``name``, unnested with their ordinality (``ord``)."""
-    return (
-        func.unnest(bindparam(name, type_=ARRAY(Text)))
-        .table_valued("value", with_ordinality="ord")
-        .render_derived()
-    )
+def _chunk_row(records: NewRecords) -> dict[str, Any]:
+    """The row of a chunk of ``records`` (``StagedChunkRow``)."""
+    first_seq = records.first_seq
+    last_seq = first_seq + len(records.texts) - 1
+    data = join_records(records.texts)
+    return {"import_id": records.import_id, "first_seq": first_seq, "last_seq": last_seq, "data": data}
 
 
 def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
@@ -427,7 +419,7 @@ def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
     done_kind, done_state, done_detail = ahead.done_event
     return {
         "a_count": records,
-        "a_texts": list(ahead.texts),
+        "a_data": join_records(ahead.texts),
         "a_operation_id": ahead.operation_id,
         "a_kind": ahead.kind,
         "a_principal": ahead.principal,
@@ -444,17 +436,18 @@ def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
 
 
 def _add_at_once() -> Any:
-    """``WITH claimed AS (UPDATE imports ... RETURNING ...), new_records AS (INSERT ... FROM claimed,
-    unnest(...)), new_operation AS (INSERT ... FROM claimed), noted AS (INSERT INTO events ... FROM
+    """``WITH claimed AS (UPDATE imports ... RETURNING ...), new_records AS (INSERT INTO staged_chunks
+    ... FROM claimed), new_operation AS (INSERT ... FROM claimed), noted AS (INSERT INTO events ... FROM
     claimed RETURNING id) SELECT claimed.*, ARRAY(SELECT id FROM noted) FROM claimed``: nothing is
     written when no import has the digest (``claimed`` is empty)."""
     claimed = _CLAIM_BY_DIGEST.cte("claimed")
     count = bindparam("a_count", type_=Integer)
     first_seq = claimed.c.record_count - count + 1  # the counters are the new ones here
-    texts = _unnested("a_texts")
-    new_records = insert(_staged).from_select(
-        ["import_id", "seq", "data"],
-        select(claimed.c.id, first_seq - 1 + texts.c.ord, texts.c.value).select_from(claimed, texts),
+    new_records = insert(_chunks).from_select(
+        ["import_id", "last_seq", "first_seq", "data"],
+        select(claimed.c.id, claimed.c.record_count, first_seq, bindparam("a_data", type_=Text)).select_from(
+            claimed
+        ),
     )
     result = func.json_build_object(
         literal_column("'accepted'"),
@@ -517,39 +510,13 @@ def _add_at_once() -> Any:
 _ADD_AT_ONCE = _add_at_once()
 
 
-def _stage_on_sqlite(connection: Connection, records: NewRecords) -> None:
-    """The records through the driver's ``executemany``: no SQLAlchemy per-row processing."""
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    first = records.first_seq
-    try:
-        cursor.executemany(
-            _SQLITE_STAGE,
-            [(records.import_id, first + offset, text) for offset, text in enumerate(records.texts)],
-        )
-    finally:
-        cursor.close()
-
-
 @functools.cache
-def _outcome_statement(events: int, with_records: bool) -> Insert:
-    """``WITH [new_records AS (INSERT INTO staged_records SELECT ... FROM unnest(...)),]
-    new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
+def _outcome_statement(events: int) -> Insert:
+    """``WITH new_operation AS (INSERT INTO operations ...) INSERT INTO events ... RETURNING id``."""
     operation = {name: bindparam(f"op_{name}", type_=_operations.c[name].type) for name in _OPERATION_COLUMNS}
     new_operation = insert(_operations).values(operation).cte("new_operation")
     rows = [
         {name: bindparam(f"e{i}_{name}", type_=_events.c[name].type) for name in _EVENT_COLUMNS}
         for i in range(events)
     ]
-    statement = insert(_events).values(rows).add_cte(new_operation)
-    if with_records:
-        texts = _unnested("r_texts")
-        new_records = insert(_staged).from_select(
-            ["import_id", "seq", "data"],
-            select(
-                bindparam("r_import_id", type_=String),
-                bindparam("r_first_seq", type_=Integer) - 1 + texts.c.ord,
-                texts.c.value,
-            ).select_from(texts),
-        )
-        statement = statement.add_cte(new_records.cte("new_records"))
-    return statement.returning(_events.c.id)
+    return insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)

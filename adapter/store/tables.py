@@ -37,7 +37,7 @@ __all__ = [
     "EventRow",
     "ImportRow",
     "OperationRow",
-    "StagedRecordRow",
+    "StagedChunkRow",
     "new_event",
     "utcnow",
 ]
@@ -141,16 +141,24 @@ class ImportRow(Base):
     )
 
 
-class StagedRecordRow(Base):
-    """A record waiting for commit; ``seq`` keeps the caller's order across calls."""
+class StagedChunkRow(Base):
+    """The records of one add, waiting for commit: their compact JSON texts in the caller's order,
+    joined by newlines (compact JSON never holds a raw newline, ``store/staged.py``), at positions
+    ``first_seq .. last_seq`` of the import.
 
-    __tablename__ = "staged_records"
+    One row per add, not per record: a row costs PostgreSQL a heap tuple, an index entry and a WAL
+    record whatever its size, so a hundred records in one row cost about a third of a hundred rows
+    (issue 25, ``bench/RESULTS.md``). Keyed by the last position, so reads walk the chunks in order
+    from any position (``last_seq > after``). No surrogate id and no foreign key: staging is the hot
+    write path; the import row is locked while its records are staged, and every delete of an
+    import deletes its records first (RetentionRepository).
+    """
 
-    # Keyed by position, with no surrogate id and no foreign key: staging is the hot write path
-    # (migration 0006 says what that saves). The import row is locked while its records are
-    # staged, and every delete of an import deletes its records first (RetentionRepository).
+    __tablename__ = "staged_chunks"
+
     import_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    first_seq: Mapped[int] = mapped_column(Integer)
     data: Mapped[str] = mapped_column(Text)
 
 

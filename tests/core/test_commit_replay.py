@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 
 from adapter.domain.identity import Principal
 from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
 from adapter.legacy.instrumented import InstrumentedPort
 from adapter.ports.legacy import LegacyPort, LegacySession, Record
 from adapter.services import CommitPolicy, ImportService, ServiceContext
-from adapter.store.tables import StagedRecordRow
+from adapter.store.tables import StagedChunkRow
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
 
@@ -134,23 +134,32 @@ def test_a_wrapper_that_hooks_add_still_sees_every_record(
     assert batch["records"] == RECORDS
 
 
-@pytest.mark.parametrize("change", ["extra", "missing"])
+@pytest.mark.parametrize("change", ["extra", "missing", "gap", "overlap"])
 @pytest.mark.parametrize("chunk_size", [10, 57, 500])
 def test_a_store_holding_other_than_the_counted_records_is_never_committed(
     ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine, change: str, chunk_size: int
 ) -> None:
     ctx.commit_policy = CommitPolicy(chunk_size=chunk_size, retry_wait_initial=0.001, retry_wait_max=0.01)
     service = ImportService(ctx)
-    handle = staged(service, alice, RECORDS)
+    handle = staged(service, alice, RECORDS, chunk=20)  # chunks 1-20, 21-40, 41-57
     import_id = service.status(alice, handle).import_id
+    chunks = StagedChunkRow
     with ctx.store.unit_of_work() as uow:  # changed behind the kit's back
-        if change == "extra":
+        if change == "extra":  # a record far past the count
+            stray = {"import_id": import_id, "first_seq": 10_000, "last_seq": 10_000, "data": '{"id":-1}'}
+            uow.session.execute(insert(chunks).values(stray))
+        elif change == "missing":  # the last record
+            last = uow.session.scalar(select(func.max(chunks.last_seq)))
+            data = uow.session.scalar(select(chunks.data).where(chunks.last_seq == last))
             uow.session.execute(
-                insert(StagedRecordRow).values(import_id=import_id, seq=10_000, data='{"id":-1}')
+                update(chunks)
+                .where(chunks.last_seq == last)
+                .values(last_seq=last - 1, data=data.rsplit("\n", 1)[0])
             )
-        else:
-            last = uow.session.scalar(select(func.max(StagedRecordRow.seq)))
-            uow.session.execute(delete(StagedRecordRow).where(StagedRecordRow.seq == last))
+        elif change == "gap":  # the middle chunk
+            uow.session.execute(delete(chunks).where(chunks.last_seq == 40))
+        else:  # the middle chunk claims a position of the first too
+            uow.session.execute(update(chunks).where(chunks.last_seq == 40).values(first_seq=20))
         uow.commit()
 
     result = service.commit(alice, handle)

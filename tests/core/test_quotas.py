@@ -3,20 +3,21 @@ with quota_exceeded naming its setting, and never fails what was already accepte
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import event
 
 from adapter.domain.errors import IdempotencyKeyReused
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.services import ImportService, ServiceContext
-from adapter.store.tables import StagedRecordRow
 from legacy_sim.engine import LegacyEngine
 
 
@@ -26,11 +27,27 @@ def with_quotas(ctx: ServiceContext, **changes: Any) -> ImportService:
 
 
 def staged_rows(service: ImportService, import_id: str) -> int:
+    """How many records the store holds for the import (in its chunks)."""
     with service.ctx.store.unit_of_work() as uow:
-        query = (
-            select(func.count()).select_from(StagedRecordRow).where(StagedRecordRow.import_id == import_id)
-        )
-        return int(uow.session.scalar(query) or 0)
+        return uow.records.count(import_id)
+
+
+@contextlib.contextmanager
+def deleted_ranges(ctx: ServiceContext) -> Iterator[list[tuple[int, int]]]:
+    """The position range ``(after, up_to]`` of each delete of staged chunks while the block runs."""
+    ranges: list[tuple[int, int]] = []
+
+    def after(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM STAGED_CHUNKS"):
+            values = parameters.values() if isinstance(parameters, dict) else parameters
+            low, high = [v for v in values if type(v) is int][:2]  # the WHERE's, before RETURNING's
+            ranges.append((low, high))
+
+    event.listen(ctx.store.engine, "after_cursor_execute", after)
+    try:
+        yield ranges
+    finally:
+        event.remove(ctx.store.engine, "after_cursor_execute", after)
 
 
 def test_records_per_import(ctx: ServiceContext, alice: Principal) -> None:
@@ -188,24 +205,16 @@ def test_legacy_sessions_per_process(
 def test_abort_deletes_staged_records_in_bounded_batches(ctx: ServiceContext, alice: Principal) -> None:
     service = with_quotas(ctx, delete_batch_size=300)
     handle = service.begin(alice, "big").handle
-    for start in range(0, 2000, 1000):
-        service.add(alice, handle, [{"n": start + i} for i in range(1000)])
+    for start in range(0, 2000, 100):  # twenty chunks of 100 records
+        service.add(alice, handle, [{"n": start + i} for i in range(100)])
     import_id = service.status(alice, handle).import_id
-    deleted_per_statement: list[int] = []
 
-    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("DELETE FROM STAGED_RECORDS"):
-            deleted_per_statement.append(cursor.rowcount)
-
-    engine = ctx.store.engine
-    event.listen(engine, "after_cursor_execute", after)
-    try:
+    with deleted_ranges(ctx) as ranges:
         assert service.abort(alice, handle).status == "aborted"
-    finally:
-        event.remove(engine, "after_cursor_execute", after)
+
     assert staged_rows(service, import_id) == 0
-    assert sum(deleted_per_statement) == 2000
-    assert max(deleted_per_statement) <= 300 and len(deleted_per_statement) >= 7
+    # Each transaction deletes the chunks that end in a range of 300 positions: at most 300 records.
+    assert ranges == [(after, after + 300) for after in range(0, 2000, 300)]
 
 
 def test_expiry_deletes_in_batches(ctx: ServiceContext, alice: Principal) -> None:
@@ -247,19 +256,18 @@ def test_large_records_make_short_delete_batches(ctx: ServiceContext, alice: Pri
     blob = "x" * (60 * 1024)
     for _ in range(5):
         service.add(alice, handle, [{"b": blob}] * 40)  # 200 records, about 12 MB
-    deleted_per_statement: list[int] = []
+    import_id = service.status(alice, handle).import_id
 
-    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("DELETE FROM STAGED_RECORDS"):
-            deleted_per_statement.append(cursor.rowcount)
-
-    event.listen(ctx.store.engine, "after_cursor_execute", after)
-    try:
+    with deleted_ranges(ctx) as ranges:
         service.abort(alice, handle)
-    finally:
-        event.remove(ctx.store.engine, "after_cursor_execute", after)
-    assert sum(deleted_per_statement) == 200
-    assert max(deleted_per_statement) <= 4 * 1024 * 1024 // (60 * 1024)  # about 4 MB per transaction
+
+    assert staged_rows(service, import_id) == 0
+    # Ranges of about 1 MB of records (17 of these); a transaction deletes the chunks (of 40
+    # records) that end in its range: at most the range and one add's records.
+    [width] = {high - low for low, high in ranges}
+    assert width == 17
+    chunks = [len([end for end in range(40, 201, 40) if low < end <= high]) for low, high in ranges]
+    assert sum(chunks) == 5 and max(chunks) == 1
 
 
 def test_a_replayed_add_is_never_refused_by_a_quota(ctx: ServiceContext, alice: Principal) -> None:

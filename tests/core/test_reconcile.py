@@ -292,7 +292,7 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
             # No foreign key guards staged records (migration 0006): none may outlive its import.
             orphans = uow.session.scalar(
                 text(
-                    "SELECT count(*) FROM staged_records s"
+                    "SELECT count(*) FROM staged_chunks s"
                     " WHERE NOT EXISTS (SELECT 1 FROM imports i WHERE i.id = s.import_id)"
                 )
             )

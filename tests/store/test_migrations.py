@@ -11,7 +11,7 @@ from adapter.store.tables import Base
 
 TABLES = {
     "imports",
-    "staged_records",
+    "staged_chunks",
     "operations",
     "compensations",
     "events",

@@ -55,6 +55,7 @@ from adapter.services.leases import Heartbeat, release_lease
 from adapter.services.progress import ProgressReporter
 from adapter.services.retries import legacy_retrying
 from adapter.services.ticker import shared_pool
+from adapter.store.staged import StagedWindow
 
 __all__ = ["StagedRecordsMismatch", "run_commit"]
 
@@ -264,31 +265,32 @@ def _send_commit(
 def _replay_records(
     ctx: ServiceContext, claim: Claim, session: LegacySession, progress: ProgressReporter, stop: CancelToken
 ) -> int:
-    """Send the staged records in keyset chunks, as the JSON texts they were stored as, reading the
-    next chunk (on the shared read-ahead pool) while the legacy system takes the current one.
+    """Send the staged records a window of positions at a time, as the JSON texts they were stored
+    as, reading the next window (on the shared read-ahead pool) while the legacy system takes the
+    current one.
 
-    At most two chunks are in memory at once, whatever the size of the import. The last read asks
-    for one record more than the import counts, so a store holding more is caught before COMMIT
-    without a read that only finds nothing.
+    At most two windows of records are in memory at once, whatever the size of the import. The last
+    window also says whether the store holds any record past the import's count, so a store holding
+    more is caught before COMMIT; one holding fewer ends the replay short of it (``_replay``).
     """
     size, total = ctx.commit_policy.chunk_size, claim.total
+
+    def read(after: int) -> StagedWindow:
+        return ctx.store.staged_window(claim.import_id, after, min(after + size, total))
+
     pieces = _Pieces(ctx.commit_policy.stop_check_seconds, size)
-
-    def read(after: int, sent: int) -> tuple[int, list[str]]:
-        remaining = total - sent
-        return ctx.store.staged_chunk(claim.import_id, after, remaining + 1 if remaining <= size else size)
-
     sent = 0
-    chunk = read(0, 0)
+    window = read(0)
     while True:
         _check_stop(stop)
-        last_seq, texts = chunk
+        texts = window.texts
+        following = sent + len(texts)
+        if following == total and window.beyond:
+            raise StagedRecordsMismatch(f"staged {total} records but found more")
         if not texts:
             return sent
-        if sent + len(texts) > total:
-            raise StagedRecordsMismatch(f"staged {total} records but found more")
-        following = sent + len(texts)
-        pending = _read_ahead().submit(read, last_seq, following) if following < total else None
+        whole = following < total and len(texts) == min(size, total - sent)
+        pending = _read_ahead().submit(read, following) if whole else None
         try:
             sent = pieces.send(session, texts, sent, progress, stop)
         except BaseException:
@@ -297,7 +299,7 @@ def _replay_records(
             raise
         if pending is None:
             return sent
-        chunk = pending.result()
+        window = pending.result()
 
 
 class _Pieces:
