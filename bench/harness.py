@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, text
 
 from adapter.store.migrate import upgrade
 from legacy_sim.process import running_simulator
 
-__all__ = ["DEFAULT_POSTGRES_URL", "UNMETERED", "fresh_database", "simulator", "unmetered_env"]
+__all__ = [
+    "DEFAULT_POSTGRES_URL",
+    "UNMETERED",
+    "backend_seconds",
+    "fresh_database",
+    "simulator",
+    "unmetered_env",
+]
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -62,3 +71,22 @@ def fresh_database(kind: str, workdir: Path, postgres_url: str = DEFAULT_POSTGRE
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+def backend_seconds(conn: Any, application_name: str) -> dict[int, float]:
+    """CPU seconds used so far by each PostgreSQL backend whose ``application_name`` is this one,
+    asked on ``conn`` (a psycopg connection; Linux ``/proc``, PostgreSQL on this machine): how a
+    benchmark tells its own backends' CPU from every other one's. Compare two samples pid by pid: a
+    backend opened in between counts from 0."""
+    query = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+    pids = [int(pid) for (pid,) in conn.execute(query, (application_name,)).fetchall()]
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[int, float] = {}
+    for pid in pids:
+        try:
+            stat = (Path("/proc") / str(pid) / "stat").read_text()
+        except OSError:
+            continue  # the backend ended meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        used[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return used

@@ -3,7 +3,9 @@ only, no HTTP), on PostgreSQL or SQLite, with the simulator over TCP.
 
 The load benchmark (``bench/load.py``) shows what an import costs the server under load, HTTP and
 event loop included; this shows the service layer's share of it, step by step, without the noise
-of 32 clients. CPU is this process's (``getrusage``: every thread, so the commit's read-ahead too).
+of 32 clients. CPU is this process's (``getrusage``: every thread, so the commit's read-ahead too)
+and, on PostgreSQL on this machine, its backends' (by ``application_name``, summed over the measured
+imports: ``/proc`` counts in ticks of 10 ms).
 
 Usage::
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -23,13 +26,31 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import psycopg
 from core_import import PRINCIPAL, build_kit
-from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator
+from harness import DEFAULT_POSTGRES_URL, backend_seconds, fresh_database, simulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "counting"))
 from driver_counts import COUNTS, RECORDING, SEEN, install
 
 STEPS = ("begin", "adds", "commit")
+APPLICATION_NAME = f"bench-steps-{os.getpid()}"
+
+
+class BackendCPU:
+    """The kit's own PostgreSQL backends' CPU, summed per step over the measured imports."""
+
+    def __init__(self, postgres_url: str) -> None:
+        self._conn = psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://"))
+        self._last: dict[int, float] = {}
+        self.spent = dict.fromkeys(STEPS, 0.0)
+
+    def sample(self, step: str | None) -> None:
+        """Charge what the backends used since the last sample to ``step`` (None: to nothing)."""
+        now = backend_seconds(self._conn, APPLICATION_NAME)
+        if step is not None:
+            self.spent[step] += sum(seconds - self._last.get(pid, 0.0) for pid, seconds in now.items())
+        self._last = now
 
 
 def cpu_seconds() -> float:
@@ -55,23 +76,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         simulator(Path(tmp)) as address,
         fresh_database(args.db, Path(tmp), args.postgres_url) as url,
     ):
-        kit = build_kit(url, address, args.batch)
+        postgres = args.db == "postgres"
+        named = f"{url}&application_name={APPLICATION_NAME}" if postgres else url
+        kit = build_kit(named, address, args.batch)
         service = kit.service
-        for n in range(args.imports + 3):
-            RECORDING[0] = args.show_sql and n == args.imports + 2
-            marks = [(cpu_seconds(), COUNTS["statements"], COUNTS["transactions"])]
-            handle = service.begin(PRINCIPAL, "customers").handle
+        backends = BackendCPU(args.postgres_url) if postgres else None
+
+        def mark(marks: list[tuple[float, int, int]], step: str | None, measured: bool) -> None:
+            if backends is not None and measured:
+                backends.sample(step)  # first: asking costs this process CPU too
             marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
+
+        for n in range(args.imports + 3):
+            measured = n >= 3  # the first three warm the caches and the pool
+            RECORDING[0] = args.show_sql and n == args.imports + 2
+            marks: list[tuple[float, int, int]] = []
+            mark(marks, None, measured)
+            handle = service.begin(PRINCIPAL, "customers").handle
+            mark(marks, "begin", measured)
             for chunk in chunks:
                 service.add(PRINCIPAL, handle, chunk)
-            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
+            mark(marks, "adds", measured)
             if RECORDING[0]:
                 SEEN.append("--- commit")
             result = service.commit(PRINCIPAL, handle)
-            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
+            mark(marks, "commit", measured)
             if result.status.value != "committed":
                 raise SystemExit(f"commit answered {result.status.value}")
-            if n >= 3:  # the first three warm the caches and the pool
+            if measured:
                 for step, before, after in zip(STEPS, marks, marks[1:], strict=False):
                     spent[step].append(after[0] - before[0])
                     sent[step].append((after[1] - before[1], after[2] - before[2]))
@@ -85,14 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"CPU ms per import step (median of {args.imports}), {args.db}, {args.adds} x {args.batch} records"
         + (" (statements and transactions on PostgreSQL's driver):" if args.db == "postgres" else ":")
     )
+    spent_by_database = backends.spent if backends is not None else {}
+    database = {step: round(1000 * s / args.imports, 2) for step, s in spent_by_database.items()}
     for step in STEPS:
-        print(f"  {step:<7}{medians[step]:>8.2f} ms {statements[step]:>5} stmts {transactions[step]:>4} tx")
-    print(
-        f"  {'all':<7}{sum(medians.values()):>8.2f} ms {sum(statements.values()):>5} stmts "
-        f"{sum(transactions.values()):>4} tx"
-    )
+        row = f"  {step:<7}{medians[step]:>8.2f} ms {statements[step]:>5} stmts {transactions[step]:>4} tx"
+        print(row + (f"  PostgreSQL {database[step]:>6.2f} ms" if database else ""))
+    row = f"  {'all':<7}{sum(medians.values()):>8.2f} ms {sum(statements.values()):>5} stmts "
+    row += f"{sum(transactions.values()):>4} tx"
+    print(row + (f"  PostgreSQL {sum(database.values()):>6.2f} ms (mean)" if database else ""))
     summary = {"bench": "import_steps", "db": args.db, "cpu_ms": medians, "imports": args.imports}
-    print(json.dumps(summary | {"statements": statements, "transactions": transactions}))
+    summary |= {"statements": statements, "transactions": transactions, "postgres_cpu_ms": database or None}
+    print(json.dumps(summary))
     return 0
 
 

@@ -2,9 +2,12 @@
 PostgreSQL) against the naive wrapper (``bench/naive_server.py``).
 
 Each client loops: ``begin_import`` / ``add_records`` x ``--adds`` (``--batch`` records each) /
-``commit_import``, from the start for ``--warmup`` + ``--seconds``. Only the last ``--seconds`` count
-(steady state: every client is mid-loop when the window opens): an import counts when its commit
-answered ``committed`` inside the window, a latency when its call started and ended inside it.
+``commit_import`` (where it answers ``in_progress``, then ``get_operation_status`` with
+``wait_seconds`` until the outcome, as the answer asks; ``commits_followed`` counts those calls),
+from the start for ``--warmup`` + ``--seconds``. Only the last ``--seconds`` count (steady state:
+every client is mid-loop when the window opens): an import counts when its commit answered
+``committed`` inside the window, a latency when its call started and ended inside it (a commit's
+until its outcome).
 Reported per configuration: imports/s, records/s, p50/p99 latency per tool, and errors (any
 JSON-RPC error, ``isError`` result, HTTP failure or commit not ``committed``; must be 0).
 
@@ -116,6 +119,7 @@ def running(command: list[str], env: dict[str, str], port: int, log: Path) -> It
 class Tally:
     latencies: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIMED})
     imports: int = 0
+    followed: int = 0  # get_operation_status calls after a commit answered in_progress
     errors: int = 0
     first_error: str | None = None
     cpu: dict[str, float] | None = None  # CPU seconds per role inside the window
@@ -164,7 +168,9 @@ async def call(http: httpx.AsyncClient, url: str, tool: str, arguments: dict[str
     structured = result.get("structuredContent")
     if not isinstance(structured, dict):
         raise RuntimeError(f"{tool}: no structured result")
-    return structured.get("result", structured) if "handle" not in structured else structured
+    if "handle" in structured or tool == "get_operation_status":  # the answer itself, not its result
+        return structured
+    return structured.get("result", structured)
 
 
 @dataclass(frozen=True)
@@ -290,7 +296,17 @@ async def client_loop(url: str, window: Window, args: argparse.Namespace, tally:
                 handle = (await timed("begin_import", {"target": "customers"}))["handle"]
                 for chunk in records:
                     await timed("add_records", {"handle": handle, "records": chunk})
-                committed = await timed("commit_import", {"handle": handle})
+                committing = time.monotonic()
+                committed = await call(http, url, "commit_import", {"handle": handle})
+                while committed.get("status") == "in_progress":  # as the answer says: wait on the operation
+                    tally.followed += 1
+                    arguments = {"operation_id": committed["operation_id"], "wait_seconds": 30}
+                    followed = await call(http, url, "get_operation_status", arguments)
+                    if followed.get("status") != "in_progress":
+                        final = {"succeeded": "committed"}.get(followed["status"], followed["status"])
+                        committed = {"status": final}
+                if window.counts(committing, time.monotonic()):  # the commit until its outcome
+                    tally.latencies["commit_import"].append(time.monotonic() - committing)
                 if committed.get("status") != "committed":
                     tally.error(f"commit answered {committed.get('status')}")
                 elif window.opens <= time.monotonic() <= window.end:
@@ -350,6 +366,7 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
         "imports_per_s": tally.imports / seconds,
         "records_per_s": tally.imports * args.adds * args.batch / seconds,
         "imports": tally.imports,
+        "commits_followed": tally.followed,
         "errors": tally.errors,
         "first_error": tally.first_error,
         "latency_ms": {
@@ -431,6 +448,7 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     merged["imports_per_s"] = statistics.mean(r["imports_per_s"] for r in results)
     merged["records_per_s"] = statistics.mean(r["records_per_s"] for r in results)
     merged["errors"] = sum(r["errors"] for r in results)
+    merged["commits_followed"] = sum(r["commits_followed"] for r in results)
     merged["rounds"] = [round(r["imports_per_s"], 2) for r in results]
     return merged
 
@@ -530,6 +548,8 @@ def print_table(s: dict[str, Any]) -> None:
         print(row)
         if r["first_error"]:
             print(f"  first error: {r['first_error']}")
+        if r.get("commits_followed"):
+            print(f"  get_operation_status after an in_progress commit: {r['commits_followed']} calls")
         if r["cores"]:
             per_import = r["cpu_ms_per_import"]
             print(
