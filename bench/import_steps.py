@@ -41,7 +41,8 @@ class BackendCPU:
     """The kit's own PostgreSQL backends' CPU, summed per step over the measured imports."""
 
     def __init__(self, postgres_url: str) -> None:
-        self._conn = psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://"))
+        dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+        self._conn = psycopg.connect(dsn, autocommit=True)
         self._last: dict[int, float] = {}
         self.spent = dict.fromkeys(STEPS, 0.0)
 
@@ -82,10 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = kit.service
         backends = BackendCPU(args.postgres_url) if postgres else None
 
+        asked = {"statements": 0, "transactions": 0}  # the samples' own, not the kit's
+
         def mark(marks: list[tuple[float, int, int]], step: str | None, measured: bool) -> None:
             if backends is not None and measured:
+                before = dict(COUNTS)
                 backends.sample(step)  # first: asking costs this process CPU too
-            marks.append((cpu_seconds(), COUNTS["statements"], COUNTS["transactions"]))
+                for key in asked:
+                    asked[key] += COUNTS[key] - before[key]
+            counts = [COUNTS[key] - asked[key] for key in ("statements", "transactions")]
+            marks.append((cpu_seconds(), *counts))
 
         for n in range(args.imports + 3):
             measured = n >= 3  # the first three warm the caches and the pool

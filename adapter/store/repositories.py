@@ -367,8 +367,7 @@ class RecordRepository(_Repository):
             if row is None:
                 break
             covered = row.last_seq
-            if row.first_seq <= seq:
-                held[row.last_seq] = (row.first_seq, split_records(row.data))
+            held[row.last_seq] = (row.first_seq, split_records(row.data))  # may start past ``seq``
         return held
 
 
