@@ -8,10 +8,14 @@ opening bracket each) and the nesting depth. Past ``ADAPTER_MAX_JSON_ELEMENTS`` 
 ``ADAPTER_MAX_JSON_DEPTH`` the body is refused at that chunk; nothing builds the document.
 
 The count is exact for valid JSON and works on bytes with C-speed operations only: escapes are
-removed first (``\\\\`` then ``\\"``, left to right as JSON reads them), the chunk is split at the
-remaining quotes, the parts outside strings are kept, and of those only ``[]{},``. Whether the scan
-is inside a string, and a backslash at a chunk's end, carry over to the next chunk. Invalid JSON is
-counted somehow and then refused by the parser, as before; the count only ever refuses early.
+removed first (``\\\\`` then ``\\"``, left to right as JSON reads them), then everything but quotes
+and ``[]{},``; two quotes next to each other go too (an empty string, or the end of one string and
+the start of the next: every other mark keeps an even number of quotes fewer before it, so it stays
+on its side), which in a usual body leaves no quote at all. Where quotes remain (a string holding a
+bracket or a comma), the marks are split at them and the parts outside strings kept. Whether the
+scan is inside a string, and a backslash at a chunk's end, carry over to the next chunk. Invalid
+JSON is counted somehow and then refused by the parser, as before; the count only ever refuses
+early.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from itertools import accumulate
 __all__ = ["JsonShape", "ShapeExceeded"]
 
 _STRUCTURE = bytes.maketrans(b"{}", b"[]")
-_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b"[]{},")
+_NOT_MARKS = bytes(c for c in range(256) if c not in b'"[]{},')
 _STEP = {ord("["): 1, ord("]"): -1}
 
 
@@ -52,26 +56,32 @@ class JsonShape:
             chunk = chunk.replace(b"\\\\", b"").replace(b'\\"', b"")
             if chunk.endswith(b"\\"):
                 chunk, self._escaped = chunk[:-1], True
-        parts = chunk.split(b'"')
-        outside = b"".join(parts[1::2] if self._in_string else parts[0::2])
-        if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
-            self._in_string = not self._in_string
-        structure = outside.translate(_STRUCTURE, _NOT_STRUCTURE)
+        structure = self._outside(chunk.translate(_STRUCTURE, _NOT_MARKS).replace(b'""', b""))
         if not structure:
             return
-        opens = structure.count(b"[")
-        self.elements += opens + structure.count(b",")
+        opens, commas = structure.count(b"["), structure.count(b",")
+        self.elements += opens + commas
         if self.elements > self.max_elements:
             raise ShapeExceeded(
                 f"the request has more than {self.max_elements} JSON values",
                 "max_json_elements",
                 self.max_elements,
             )
-        brackets = structure.replace(b",", b"")
         if self.depth + opens > self.max_depth:  # only then can this chunk reach past the limit
+            brackets = structure.replace(b",", b"")
             deepest = self.depth + max(accumulate(map(_STEP.__getitem__, brackets)))
             if deepest > self.max_depth:
                 raise ShapeExceeded(
                     f"the request nests JSON deeper than {self.max_depth}", "max_json_depth", self.max_depth
                 )
-        self.depth += 2 * opens - len(brackets)
+        self.depth += opens - (len(structure) - opens - commas)  # opened less closed
+
+    def _outside(self, marks: bytes) -> bytes:
+        """The structure marks of ``marks`` (quotes and ``[],``) that lie outside strings."""
+        if b'"' not in marks:
+            return b"" if self._in_string else marks
+        parts = marks.split(b'"')
+        outside = b"".join(parts[1::2] if self._in_string else parts[0::2])
+        if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
+            self._in_string = not self._in_string
+        return outside
