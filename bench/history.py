@@ -499,18 +499,31 @@ def p99(times: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-def _probe(kit: Kit, handle: str, until: Callable[[], bool], minimum: int) -> list[float]:
-    """The other tenant's calls, alternately ``get_import_status`` and a 10-record add, until
-    ``until()`` holds and at least ``minimum`` were made; each call's wall seconds."""
+PROBE_ADDS_PER_IMPORT = 50
+"""Adds the other tenant makes to one import before it opens the next: its calls then cost the same
+before and during the purge (a status read returns every operation of its import, so an import that
+kept growing made the later calls, those during the purge, dearer by themselves)."""
+
+
+def _probe(kit: Kit, watched: str, until: Callable[[], bool], minimum: int) -> list[float]:
+    """The other tenant's calls, alternately ``get_import_status`` of ``watched`` (one import of a
+    fixed size) and a 10-record add to an import of at most :data:`PROBE_ADDS_PER_IMPORT` adds (the
+    full one aborted and the next opened, untimed), until ``until()`` holds and at least
+    ``minimum`` were made; each call's wall seconds."""
     service = kit.service
     times: list[float] = []
     n = 0
+    handle = ""
     while len(times) < minimum or not until():
+        if n % (2 * PROBE_ADDS_PER_IMPORT) == 1:
+            if handle:  # done with: its open import would count against the tenant's quota
+                service.abort(OTHER, handle)
+            handle = service.begin(OTHER, "customers").handle
         started = time.perf_counter()
         if n % 2:
             service.add(OTHER, handle, make_records(10, 10 * n))
         else:
-            service.status(OTHER, handle)
+            service.status(OTHER, watched)
         times.append(time.perf_counter() - started)
         n += 1
     return times
@@ -522,8 +535,10 @@ def purge_stall(kit: Kit, history: History, purge_rows: int, probe_calls: int) -
     fraction = min(1.0, purge_rows / per_import / max(history.imports, 1))
     cutoff = history.start + (YEAR - timedelta(days=8)) * fraction
     retention = history.now - cutoff
-    handle = kit.service.begin(OTHER, "customers").handle
-    before = _probe(kit, handle, lambda: True, probe_calls)
+    watched = kit.service.begin(OTHER, "customers").handle
+    for n in range(5):
+        kit.service.add(OTHER, watched, make_records(10, 10 * n))
+    before = _probe(kit, watched, lambda: True, probe_calls)
     report: dict[str, Any] = {}
 
     def purge() -> None:
@@ -535,7 +550,7 @@ def purge_stall(kit: Kit, history: History, purge_rows: int, probe_calls: int) -
 
     thread = threading.Thread(target=purge, name="purge")
     thread.start()
-    during = _probe(kit, handle, lambda: not thread.is_alive(), 20)
+    during = _probe(kit, watched, lambda: not thread.is_alive(), 20)
     thread.join()
     purged = report["purged"]
     deleted = purged.operations + purged.imports + purged.staged_records + purged.events
