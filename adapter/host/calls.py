@@ -326,10 +326,14 @@ class CallRunner:
             no_answer(p.call, p.rule, "the response was lost")
 
     def _abandoned(self, p: Prepared, record: WireRecord | None) -> None:
-        """The request was cancelled (deadline or the user): harmless for a read, unknown for an effect."""
+        """The request was cancelled (deadline or the user): harmless for a read, unknown for an effect.
+
+        An effect still in flight counts as sent: the SDK posts it from a task of its own, so the
+        cancellation can come before that post has a verdict while the server already runs it.
+        """
         call = p.call
         why = p.cancel.reason if p.cancel.requested else "the deadline passed; the request was cancelled"
-        if call.effectful and record is not None and record.sent:
+        if call.effectful and record is not None and (record.sent or record.in_flight):
             no_answer(p.call, p.rule, why + " after it was sent")
         else:
             call.move(CallState.CANCELLED, why)

@@ -58,6 +58,7 @@ class WireRecord:
     declared_version: str | None
     declared_capabilities: dict[str, Any] | None
     sent: bool = False
+    in_flight: bool = False  # handed to the network, no verdict yet: it may already have arrived
     answered: bool = False
     lost: bool = False
     rejected: str | None = None
@@ -113,9 +114,11 @@ class WireGuard(httpx2.AsyncBaseTransport):
             declared_capabilities=meta.get(CAPABILITIES_META),
         )
         self.journal.note(span_of(meta.get("traceparent")), record)
+        record.in_flight = True
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            record.in_flight = False
             raise  # never reached the server: record.sent stays False
         except BaseException:
             record.sent = record.lost = True

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import sqlite3
 from typing import Any
 
 import anyio
@@ -174,10 +176,9 @@ async def test_cancelling_a_sent_effect_reaches_the_server_and_leaves_it_unknown
         legacy.faults(latency_ms=3000)
         try:
             handle = host.start(ALICE, "eu.commit_import", {"handle": begun.result["handle"]})
-            with anyio.fail_after(10):
-                while handle.state is CallState.PLANNED:
+            with anyio.fail_after(10):  # cancel once the server runs the commit (legacy is 3 s away)
+                while handle.state is CallState.PLANNED or not _commit_claimed(our_servers["eu"], handle):
                     await asyncio.sleep(0.01)
-            await asyncio.sleep(0.3)
             handle.cancel()
             call = await handle.wait()
         finally:
@@ -194,6 +195,18 @@ async def test_cancelling_a_sent_effect_reaches_the_server_and_leaves_it_unknown
         assert any(why.startswith("status tool:") for _, _, why in followed.history)
     legacy.close()
     assert ("eu.commit_import", "outcome_unknown") in [(e.tool, e.outcome) for e in host.audit.events]
+
+
+def _commit_claimed(server: Any, handle: Any) -> bool:
+    """Whether the server holds the call's commit operation: the request reached it and runs."""
+    key = handle.call.idempotency_key
+    if key is None:
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{server.folder}/adapter.db?mode=ro", uri=True)) as db:
+        found = db.execute(
+            "SELECT 1 FROM operations WHERE kind = 'commit' AND idempotency_key = ?", (key,)
+        ).fetchone()
+    return found is not None
 
 
 def _cancelled_on_server(caplog: Any, request_id: Any) -> bool:
