@@ -101,6 +101,9 @@ class ImportView:
     updated_at: datetime
     legacy_batch_id: str | None
     operations: tuple[OperationSummary, ...] = ()
+    """The latest operations (``STATUS_OPERATIONS`` in ``store/reads.py``), oldest first."""
+    earlier_operations: bool = False
+    """The import has older operations than those shown (found by id or key)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapter.domain.confirmation import valid_target
-from adapter.domain.errors import InvalidRequest
+from adapter.domain.errors import HandleNotFound, InvalidRequest
 from adapter.domain.identity import Principal, fingerprint, new_id
 from adapter.domain.states import ImportState, OperationKind
 from adapter.domain.text import require_storable
@@ -122,11 +122,20 @@ async def import_status_async(ctx: ServiceContext, principal: Principal, handle:
 def _status_view(
     ctx: ServiceContext, principal: Principal, handle: str, found: ImportWithOperations | None
 ) -> ImportView:
-    row = require_owner(principal, found[0] if found else None)
-    return to_view(row, handle, ctx, found[1] if found else ())
+    if found is None:
+        raise HandleNotFound()
+    row = require_owner(principal, found.row)
+    return to_view(row, handle, ctx, found.operations, earlier_operations=found.earlier)
 
 
-def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[OperationSummary]) -> ImportView:
+def to_view(
+    row: Any,
+    handle: str,
+    ctx: ServiceContext,
+    operations: Sequence[OperationSummary],
+    *,
+    earlier_operations: bool = False,
+) -> ImportView:
     """Build the view from an ORM row or a Core row (both have the columns as attributes)."""
     return ImportView(
         handle=handle,
@@ -139,4 +148,5 @@ def to_view(row: Any, handle: str, ctx: ServiceContext, operations: Sequence[Ope
         updated_at=row.updated_at,
         legacy_batch_id=row.legacy_batch_id,
         operations=tuple(operations),
+        earlier_operations=earlier_operations,
     )

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, bindparam, select
+from sqlalchemy import Engine, bindparam, literal_column, select
 
 from adapter.domain.errors import StoreUnavailable
 from adapter.domain.views import OperationSummary
@@ -35,6 +35,7 @@ from adapter.store.tables import ImportRow, OperationRow
 
 __all__ = [
     "IMPORT_WITH_OPERATIONS",
+    "STATUS_OPERATIONS",
     "AsyncImportReads",
     "ImportFields",
     "ImportReads",
@@ -43,6 +44,10 @@ __all__ = [
 
 _imports = ImportRow.__table__
 _operations = OperationRow.__table__
+
+STATUS_OPERATIONS = 20
+"""How many of an import's operations its status shows: the latest. An import of a thousand adds
+would otherwise send a thousand on every poll; an older one is found by its id or key."""
 
 IMPORT_WITH_OPERATIONS = (
     select(
@@ -54,9 +59,13 @@ IMPORT_WITH_OPERATIONS = (
     )
     .select_from(_imports.outerjoin(_operations, _operations.c.import_id == _imports.c.id))
     .where(_imports.c.handle_digest == bindparam("digest"))
-    .order_by(_operations.c.created_at, _operations.c.id)
+    .order_by(_operations.c.created_at.desc(), _operations.c.id.desc())
+    # Constants in the SQL (SQLite's dialect would bind an OFFSET otherwise): the read binds only the digest.
+    .limit(literal_column(str(STATUS_OPERATIONS + 1)))
+    .offset(literal_column("0"))
 )
-"""One row per operation of the import (one row with NULL ``op_*`` when it has none)."""
+"""One row per operation of the import, newest first, at most one more than
+``STATUS_OPERATIONS`` (one row with NULL ``op_*`` when it has none)."""
 
 
 class ImportFields(NamedTuple):
@@ -78,8 +87,13 @@ class ImportFields(NamedTuple):
     version: int
 
 
-ImportWithOperations = tuple[ImportFields, tuple[OperationSummary, ...]]
-"""An import and its operations, oldest first."""
+class ImportWithOperations(NamedTuple):
+    """An import and its latest operations, oldest first; ``earlier``: it has older ones too."""
+
+    row: ImportFields
+    operations: tuple[OperationSummary, ...]
+    earlier: bool
+
 
 _WIDTH = len(ImportFields._fields)  # the import's columns come first, then the four op_* columns
 _IMPORT_TIMES = tuple(i for i, name in enumerate(ImportFields._fields) if name.endswith("_at"))
@@ -100,10 +114,10 @@ def _assemble(rows: Sequence[Sequence[Any]]) -> ImportWithOperations | None:
         first[i] = _utc(first[i])
     operations = tuple(
         OperationSummary(operation_id=op_id, kind=kind, status=status, created_at=_utc(created_at))
-        for op_id, kind, status, created_at in (r[_WIDTH:] for r in rows)
+        for op_id, kind, status, created_at in (r[_WIDTH:] for r in reversed(rows[:STATUS_OPERATIONS]))
         if op_id is not None
     )
-    return ImportFields(*first), operations
+    return ImportWithOperations(ImportFields(*first), operations, len(rows) > STATUS_OPERATIONS)
 
 
 class ImportReads:

@@ -21,6 +21,7 @@ from adapter.domain.errors import (
 from adapter.domain.identity import HandleCodec, Principal
 from adapter.domain.quotas import QuotaExceeded
 from adapter.services import ImportService, ServiceContext
+from adapter.store.reads import STATUS_OPERATIONS
 from adapter.store.tables import ImportRow, utcnow
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
@@ -144,6 +145,25 @@ def test_add_stages_records_in_order_across_calls(
         import_id = service.status(alice, handle).import_id
         staged = uow.records.chunk(import_id, 0, 10)
     assert [(seq, data) for seq, data in staged] == [(1, '{"n":1}'), (2, '{"n":2}'), (3, '{"n":3}')]
+
+
+def test_status_shows_the_latest_operations_and_says_when_there_are_earlier_ones(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
+    handle = service.begin(alice, "customers").handle
+    service.add(alice, handle, [{"n": 0}])
+    few = service.status(alice, handle)
+    for n in range(1, STATUS_OPERATIONS + 2):
+        service.add(alice, handle, [{"n": n}])
+
+    many = service.status(alice, handle)
+
+    with ctx.store.unit_of_work() as uow:
+        every = [op.id for op in uow.operations.for_import(many.import_id)]
+    assert len(every) == STATUS_OPERATIONS + 3  # begin and the adds
+    assert [o.kind for o in few.operations] == ["begin", "add"] and not few.earlier_operations
+    assert [o.operation_id for o in many.operations] == every[-STATUS_OPERATIONS:]
+    assert many.earlier_operations and many.record_count == STATUS_OPERATIONS + 2
 
 
 def test_add_replayed_with_same_key_stages_once(service: ImportService, alice: Principal) -> None:

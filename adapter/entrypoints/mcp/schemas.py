@@ -196,7 +196,13 @@ class ImportStatusOut(BaseModel):
     target: str
     record_count: int
     expires_at: datetime
-    operations: list[OperationSummaryOut]
+    operations: list[OperationSummaryOut] = Field(
+        description="The import's latest operations (at most 20), oldest first."
+    )
+    earlier_operations: bool = Field(
+        default=False,
+        description="The import has older operations than those listed (find one by id or key).",
+    )
 
 
 class GetOperationStatusIn(_In):

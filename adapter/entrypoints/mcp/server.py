@@ -461,6 +461,7 @@ class McpGateway:
             "operations": [
                 {"operation_id": o.operation_id, "kind": o.kind, "status": o.status} for o in view.operations
             ],
+            "earlier_operations": view.earlier_operations,
         }
         contents = TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(body))
         return ReadResourceResult(contents=[contents], ttl_ms=0, cache_scope="private")

@@ -489,6 +489,7 @@ async def get_import_status(call: Call, args: s.GetImportStatusIn) -> s.ImportSt
             )
             for o in view.operations
         ],
+        earlier_operations=view.earlier_operations,
     )
 
 
