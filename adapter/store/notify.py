@@ -12,10 +12,15 @@ transactions that notify on one database-wide lock, held across each one's WAL f
 A notification lost between the commit and the announcement (the process dies) costs a listener
 at most its catch-up interval: the feed also reads on a timer and after every reconnect.
 
-The announcer waits ``_GATHER_SECONDS`` (10 ms) after the first id of a burst and sends everything
-committed meanwhile in one ``pg_notify``. Without the wait each of an import's 14 transactions cost
-one more round trip under load (about a tenth of the worker's CPU in ``bench/import_steps.py``); a
-listener hears a change at most those 10 ms later (the feed's target is 100 ms at p99).
+The announcer waits ``_GATHER_SECONDS`` (10 ms) after the first id of a burst, and at least
+``_SPACING_SECONDS`` (50 ms) after its previous notification, then sends everything committed
+meanwhile in one ``pg_notify``: at most 20 a second per worker, however busy. Every notification
+costs more than its round trip: PostgreSQL wakes every listening backend, each worker's feed wakes
+for it, and with the spacing at 10 ms a worker sent about one per import and heard those of every
+other worker. Under load (``bench/load.py --clients 32``) the 50 ms spacing cut a worker's CPU per
+import by 5-15%, PostgreSQL's by about 10%, and two workers' extra cost over one from 13-20% to
+1-3% (``bench/RESULTS.md``). A listener hears a change at most about 50 ms later (the feed's
+target is 100 ms at p99, ``bench/feed_latency.py``).
 
 The channel is named after the schema (``search_path``), so deployments or test runs that share one
 database in separate schemas do not wake each other.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import queue
 import threading
 import time
@@ -48,6 +54,7 @@ _PENDING = "adapter_new_event_ids"  # session.info key: ids written by the open 
 _NOTIFY = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
 _RETRY_SECONDS = 0.5
 _GATHER_SECONDS = 0.01
+_SPACING_SECONDS = 0.05
 
 
 def channel_for_schema(schema: str) -> str:
@@ -81,14 +88,18 @@ class EventAnnouncer:
     happens to its announcement (a listener catches up on its timer).
     """
 
-    def __init__(self, dsn: str, gather_seconds: float = _GATHER_SECONDS) -> None:
+    def __init__(
+        self, dsn: str, gather_seconds: float = _GATHER_SECONDS, spacing_seconds: float = _SPACING_SECONDS
+    ) -> None:
         self._dsn = dsn
         self._gather_seconds = gather_seconds
+        self._spacing_seconds = spacing_seconds
         self._queue: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._connection: psycopg.Connection[Any] | None = None
         self._channel = ""
+        self._last_sent = -math.inf
 
     def announce(self, ids: list[int]) -> None:
         if not ids:
@@ -112,8 +123,9 @@ class EventAnnouncer:
         while True:
             first = self._queue.get()
             batch, stop = ([] if first is None else first), first is None
-            if not stop and self._gather_seconds > 0:
-                time.sleep(self._gather_seconds)  # let the burst's other commits join this one
+            if not stop:  # let the burst's other commits join this one
+                spaced = self._last_sent + self._spacing_seconds - time.monotonic()
+                time.sleep(max(self._gather_seconds, spaced))
             while not stop:
                 try:
                     more = self._queue.get_nowait()
@@ -123,6 +135,7 @@ class EventAnnouncer:
                 batch += more or []
             if batch:
                 self._send(batch)
+                self._last_sent = time.monotonic()
             if stop:
                 self._disconnect()
                 return

@@ -73,3 +73,20 @@ def test_commits_within_the_gathering_window_share_one_notification(store: Store
         assert [note.payload for note in notes] == ["101,102,103"]
     finally:
         announcer.close()
+
+
+def test_a_notification_follows_the_previous_one_no_sooner_than_the_spacing(store: Store) -> None:
+    """However busy the worker, at most one notification per spacing: what comes meanwhile waits
+    and is sent together (each one wakes every listener, so fewer is cheaper for all of them)."""
+    listener = _listener(store)
+    announcer = EventAnnouncer(libpq_dsn(store.engine.url), gather_seconds=0, spacing_seconds=1.0)
+    try:
+        announcer.announce([201])
+        assert [note.payload for note in listener.notifies(timeout=5.0, stop_after=1)] == ["201"]
+        announcer.announce([202])  # without the spacing it would be sent at once, alone
+        time.sleep(0.1)
+        announcer.announce([203])
+        notes = list(listener.notifies(timeout=5.0, stop_after=1))
+        assert [note.payload for note in notes] == ["202,203"]
+    finally:
+        announcer.close()
