@@ -85,6 +85,26 @@ class CommitPolicy:
     (``ADAPTER_COMMIT_WAIT_SECONDS``); below the shortest common client timeout."""
 
 
+class ImportTargets:
+    """The target of each import this worker began or added to lately, by handle digest.
+
+    An import's target never changes, so a later add can check its records against the target's
+    schema before its one statement (``staging.py``'s add on its own). Bounded: when full it starts
+    afresh, and a forgotten import takes the checked path once."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._by_digest: dict[str, str] = {}
+
+    def get(self, digest: str) -> str | None:
+        return self._by_digest.get(digest)
+
+    def remember(self, digest: str, target: str) -> None:
+        if len(self._by_digest) >= self._size:
+            self._by_digest.clear()
+        self._by_digest[digest] = target
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -107,3 +127,5 @@ class ServiceContext:
     """Who is asked before a commit, how often and for how long (``ADAPTER_CONFIRM_*``)."""
     task_ttl_seconds: float = 7 * 86_400.0
     """How long a commit stays readable as a task: until retention may purge it."""
+    import_targets: ImportTargets = field(default_factory=ImportTargets)
+    """Recently seen imports' targets (the add on its own checks records against them first)."""

@@ -77,9 +77,10 @@ def begin_import(
             import_id = new_id()
             now = ctx.clock()
             expires_at = now + timedelta(seconds=ttl)
+            digest = ctx.codec.digest(ctx.codec.handle_for(import_id))
             open_before = uow.staging.open_import(
                 import_id=import_id,
-                handle_digest=ctx.codec.digest(ctx.codec.handle_for(import_id)),
+                handle_digest=digest,
                 principal=principal.subject,
                 tenant=principal.tenant,
                 target=target,
@@ -92,7 +93,8 @@ def begin_import(
             effect = (EventKind.IMPORT_OPENED, {"ttl_seconds": ttl})
             operation_id = record_succeeded(uow, principal, BEGIN, import_id, key, request, result, effect)
             uow.commit()
-            return Outcome(operation_id, import_id, result, False)
+        ctx.import_targets.remember(digest, target)  # its adds can check records before their statement
+        return Outcome(operation_id, import_id, result, False)
 
     outcome = retry_on_conflict(attempt)
     return BeginResult(

@@ -20,6 +20,7 @@ from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
 from adapter.store.review import ReviewReads
 from adapter.store.staged import StagedWindow, staged_window
+from adapter.store.staging import AddAhead, AddLimits, add_if_allowed
 from adapter.store.unit_of_work import UnitOfWork
 from adapter.store.writers import WriterQueue
 
@@ -84,6 +85,32 @@ class Store:
         ``after < seq <= upto`` as stored JSON texts, and whether the store holds any past them."""
         with self.read() as connection:
             return staged_window(connection, import_id, after, upto)
+
+    @property
+    def adds_alone(self) -> bool:
+        """Whether an add can be written by one statement on its own (``add_if_allowed``)."""
+        return not self.local_reads
+
+    def add_if_allowed(
+        self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead, limits: AddLimits
+    ) -> tuple[str, int] | None:
+        """PostgreSQL: the add as one statement outside any transaction (``staging.add_if_allowed``):
+        a round trip instead of three (BEGIN, the statement, COMMIT). Written only where every rule
+        holds; the import's id and new record count, or None when nothing was written. Its events are
+        announced as a unit of work's are after its commit."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                written = add_if_allowed(connection, handle_digest, tenant, records, size, ahead, limits)
+        except Exception as exc:
+            raise_translated(exc, self.engine.dialect.dbapi, self.health)
+            raise
+        if written is None:
+            return None
+        import_id, record_count, event_ids = written
+        if self._announcer is not None:
+            self._announcer.announce(event_ids)
+        return import_id, record_count
 
     def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
         """The import with this handle digest and its operations, oldest first (``reads.py``), on the

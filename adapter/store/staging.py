@@ -23,15 +23,18 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    Connection,
     Insert,
     Integer,
     String,
     Table,
     Text,
     bindparam,
+    exists,
     func,
     insert,
     literal_column,
+    or_,
     select,
     union_all,
     update,
@@ -52,7 +55,15 @@ from adapter.store.tables import (
     utcnow,
 )
 
-__all__ = ["AddAhead", "AddTarget", "KeyedOperation", "NewRecords", "StagingRepository"]
+__all__ = [
+    "AddAhead",
+    "AddLimits",
+    "AddTarget",
+    "KeyedOperation",
+    "NewRecords",
+    "StagingRepository",
+    "add_if_allowed",
+]
 
 _imports = cast(Table, ImportRow.__table__)
 _operations = cast(Table, OperationRow.__table__)
@@ -95,6 +106,30 @@ _CLAIM_BY_DIGEST = (
         updated_at=bindparam("now"),
     )
     .returning(*_ADD_COLUMNS)
+)
+
+# PostgreSQL, an add on its own (autocommit, ``StagingRepository`` is not involved): the same
+# statement, but it finds the import only where every rule of the add holds, so it either writes
+# the whole add or nothing; the caller then takes the checked path, which names the refusal.
+_mine_already = _operations.alias("already")
+_KEY_UNUSED = or_(
+    bindparam("a_key", type_=String).is_(None),
+    ~exists().where(
+        _mine_already.c.tenant == bindparam("of_tenant"),
+        _mine_already.c.principal == bindparam("a_principal", type_=String),
+        _mine_already.c.kind == bindparam("a_kind", type_=String),
+        _mine_already.c.idempotency_key == bindparam("a_key", type_=String),
+    ),
+)
+_CLAIM_IF_ALLOWED = _CLAIM_BY_DIGEST.where(
+    _imports.c.principal == bindparam("a_principal", type_=String),
+    _imports.c.tenant == bindparam("of_tenant"),
+    _imports.c.state == bindparam("open_state"),
+    _imports.c.expires_at > bindparam("valid_at"),
+    _imports.c.record_count + bindparam("records") <= bindparam("max_records"),
+    func.coalesce(_imports.c.staged_bytes, 0) + bindparam("size") <= bindparam("max_bytes"),
+    _TENANT_BYTES.element + bindparam("size") <= bindparam("max_tenant_bytes"),
+    _KEY_UNUSED,
 )
 
 _CLAIM = (
@@ -435,12 +470,12 @@ def _ahead_params(ahead: AddAhead, records: int) -> dict[str, Any]:
     }
 
 
-def _add_at_once() -> Any:
+def _add_at_once(claim: Any) -> Any:
     """``WITH claimed AS (UPDATE imports ... RETURNING ...), new_records AS (INSERT INTO staged_chunks
     ... FROM claimed), new_operation AS (INSERT ... FROM claimed), noted AS (INSERT INTO events ... FROM
     claimed RETURNING id) SELECT claimed.*, ARRAY(SELECT id FROM noted) FROM claimed``: nothing is
     written when no import has the digest (``claimed`` is empty)."""
-    claimed = _CLAIM_BY_DIGEST.cte("claimed")
+    claimed = claim.cte("claimed")
     count = bindparam("a_count", type_=Integer)
     first_seq = claimed.c.record_count - count + 1  # the counters are the new ones here
     new_records = insert(_chunks).from_select(
@@ -507,7 +542,52 @@ def _add_at_once() -> Any:
     )
 
 
-_ADD_AT_ONCE = _add_at_once()
+_ADD_AT_ONCE = _add_at_once(_CLAIM_BY_DIGEST)
+_ADD_IF_ALLOWED = _add_at_once(_CLAIM_IF_ALLOWED)
+
+
+@dataclass(frozen=True, slots=True)
+class AddLimits:
+    """The add's rules as bounds the statement checks (``add_if_allowed``): the import's state and
+    expiry at ``valid_at`` (the service's clock), its record and byte quotas, the tenant's bytes."""
+
+    valid_at: datetime
+    open_state: str
+    max_records: int
+    max_bytes: int
+    max_tenant_bytes: int
+
+
+def add_if_allowed(
+    connection: Connection,
+    handle_digest: str,
+    tenant: str,
+    records: int,
+    size: int,
+    ahead: AddAhead,
+    limits: AddLimits,
+) -> tuple[str, int, list[int]] | None:
+    """PostgreSQL: the add written in one statement on its own (``connection`` in autocommit), only
+    where the import is the caller's, open, unexpired, within every quota and the key unused; the
+    import's id, its record count after the add and the ids of its events, or None when it wrote nothing (the
+    caller's checked path then finds out why, or replays a used key)."""
+    params: dict[str, Any] = {
+        "digest": handle_digest,
+        "of_tenant": tenant,
+        "records": records,
+        "size": size,
+        "now": utcnow(),
+        "valid_at": limits.valid_at,
+        "open_state": limits.open_state,
+        "max_records": limits.max_records,
+        "max_bytes": limits.max_bytes,
+        "max_tenant_bytes": limits.max_tenant_bytes,
+    }
+    found = run_on_driver(connection, _ADD_IF_ALLOWED, params | _ahead_params(ahead, records))
+    if not found:
+        return None
+    import_id, record_count, event_ids = found[0][0], found[0][5], found[0][10]
+    return import_id, record_count, list(event_ids)
 
 
 @functools.cache
