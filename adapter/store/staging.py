@@ -474,7 +474,8 @@ def _add_at_once(claim: Any) -> Any:
     """``WITH claimed AS (UPDATE imports ... RETURNING ...), new_records AS (INSERT INTO staged_chunks
     ... FROM claimed), new_operation AS (INSERT ... FROM claimed), noted AS (INSERT INTO events ... FROM
     claimed RETURNING id) SELECT claimed.*, ARRAY(SELECT id FROM noted) FROM claimed``: nothing is
-    written when no import has the digest (``claimed`` is empty)."""
+    written when ``claim`` finds no import (none has the digest, or, for ``_CLAIM_IF_ALLOWED``, a
+    rule does not hold), since ``claimed`` is empty then."""
     claimed = claim.cte("claimed")
     count = bindparam("a_count", type_=Integer)
     first_seq = claimed.c.record_count - count + 1  # the counters are the new ones here
