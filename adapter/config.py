@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: PositiveFloat = 5.0
     unknown_grace_seconds: float = Field(default=30.0, ge=0)
     retention_days: PositiveFloat = 7.0
-    purge_batch_size: int = Field(default=100, ge=1, le=100_000)
+    purge_batch_size: int | None = Field(default=None, ge=1, le=100_000)  # None: retention.PURGE_BATCH
     # --- the MCP server ---
     tokens: str | None = None
     page_size: int = Field(default=50, ge=1, le=1000)

@@ -40,7 +40,6 @@ from adapter.services.operations import CommitState, commit_state, operation_sta
 from adapter.services.quotas import CommitSlot, Slots, StagingRates
 from adapter.services.reconcile import Resolution, Resume, reconcile_operation, reconcile_pass
 from adapter.services.repair import replace_records
-from adapter.services.retention import PURGE_BATCH
 from adapter.services.review import ImportReview, review_import
 from adapter.services.waiting import wait_budget, wait_for_change
 
@@ -295,7 +294,7 @@ class ImportService:
         return [] if resolution is None else [resolution]
 
     def maintain(
-        self, *, retention: timedelta | None = None, purge_batch: int = PURGE_BATCH, wait: bool = False
+        self, *, retention: timedelta | None = None, purge_batch: int | None = None, wait: bool = False
     ) -> MaintenanceReport:
         """One maintenance pass; resumed commits run in the background unless ``wait``."""
         return run_maintenance(

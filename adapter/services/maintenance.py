@@ -17,7 +17,7 @@ from adapter.services.context import ServiceContext
 from adapter.services.late_commits import watch_recent_verdicts
 from adapter.services.quotas import discard_leftovers
 from adapter.services.reconcile import Resolution, Resume, reconcile_pass
-from adapter.services.retention import PURGE_BATCH, PurgeReport, expire_open_imports, purge_finished
+from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
 from adapter.store.locks import try_named_lock
 
 __all__ = ["MaintenanceReport", "run_maintenance"]
@@ -37,7 +37,7 @@ def run_maintenance(
     ctx: ServiceContext,
     *,
     retention: timedelta | None = None,
-    purge_batch: int = PURGE_BATCH,
+    purge_batch: int | None = None,
     resume: Resume | None = None,
 ) -> MaintenanceReport:
     """One pass. ``retention`` None skips the purge (it need not run every few seconds). ``resume``
@@ -56,7 +56,7 @@ def run_maintenance(
     return MaintenanceReport(resolutions, compensations, expired, purged)
 
 
-def _purge_once(ctx: ServiceContext, retention: timedelta, batch: int) -> PurgeReport | None:
+def _purge_once(ctx: ServiceContext, retention: timedelta, batch: int | None) -> PurgeReport | None:
     """Purge, unless another worker is purging right now (then None: it does the work)."""
     with try_named_lock(ctx.store, "purge") as mine:
         if not mine:

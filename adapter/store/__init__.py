@@ -87,6 +87,12 @@ class Store:
             return staged_window(connection, import_id, after, upto)
 
     @property
+    def one_writer(self) -> bool:
+        """Whether every write transaction takes the database's one write lock (SQLite), so that each
+        makes every other writer wait for it to end."""
+        return self.local_reads
+
+    @property
     def adds_alone(self) -> bool:
         """Whether an add can be written by one statement on its own (``add_if_allowed``)."""
         return not self.local_reads

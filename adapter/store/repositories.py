@@ -708,26 +708,40 @@ class AuditRepository(_Repository):
 
 
 class RetentionRepository(_Repository):
-    """Bounded deletes for the purge: each method deletes at most ``limit`` rows and says how many."""
+    """Bounded deletes for the purge: each method deletes at most ``limit`` rows and says how many.
+
+    Each query also bounds the index range it reads, so a batch costs about what it deletes, not
+    what the store keeps: the rows a query skips (too young, or never purged, as committed imports)
+    were read again by every batch, and at a million imports of history one batch of 100
+    operations read 20 ms of them and the last, empty batch of events a whole table (1 s) while
+    every other writer of a SQLite store waited (``bench/history.py``). The bounds follow from the
+    cut-off (a row is created before it is updated), so they never purge a row the cut-off would
+    keep; a row they leave out (an event written out of id order, an import given a longer time
+    to live than today's longest, a clock that went back) waits for a later purge.
+    """
 
     def purge_operations(self, finished: Collection[str], cutoff: datetime, limit: int) -> int:
-        """Operations in a ``finished`` state, last updated before ``cutoff``."""
+        """Operations in a ``finished`` state, last updated before ``cutoff`` (so created before
+        it: the status index's range ends there, not at the last finished operation)."""
         query = select(OperationRow.id).where(
-            OperationRow.status.in_(finished), OperationRow.updated_at < cutoff
+            OperationRow.status.in_(finished),
+            OperationRow.created_at < cutoff,
+            OperationRow.updated_at < cutoff,
         )
         return self._delete_first(query, OperationRow.__table__, limit)
 
     def purge_staged_records(self, state: str, cutoff: datetime, limit: int) -> int:
         """Staged records of imports in ``state`` (committed: the legacy system has them now),
-        ``limit`` chunks at most; how many records they held."""
+        ``limit`` chunks at most; how many records they held.
+
+        The chunks are read first and their imports looked up by id: the store keeps what is
+        staged (bounded by the quotas), while the imports in ``state`` grow with the history."""
         chunks = StagedChunkRow
         position = tuple_(chunks.import_id, chunks.last_seq)
-        chosen = (
-            select(chunks.import_id, chunks.last_seq)
-            .join(ImportRow, ImportRow.id == chunks.import_id)
-            .where(ImportRow.state == state, ImportRow.updated_at < cutoff)
-            .limit(limit)
+        owner_done = exists().where(
+            ImportRow.id == chunks.import_id, ImportRow.state == state, ImportRow.updated_at < cutoff
         )
+        chosen = select(chunks.import_id, chunks.last_seq).where(owner_done).limit(limit)
         deleted = self._session.execute(
             delete(chunks)
             .where(position.in_(chosen))
@@ -751,22 +765,37 @@ class RetentionRepository(_Repository):
         )
 
     def purgeable_import_owners(
-        self, final: Collection[str], finished: Collection[str], cutoff: datetime, limit: int
+        self,
+        state: str,
+        unfinished: Collection[str],
+        cutoff: datetime,
+        limit: int,
+        *,
+        expires_before: datetime,
     ) -> list[tuple[str, str, str]]:
-        """``(import id, principal, tenant)`` of the next imports to purge (``purge_imports_by_id``)."""
-        ids = self._purgeable_imports(final, finished, cutoff).limit(limit)
+        """``(import id, principal, tenant)`` of the next imports in ``state`` to purge
+        (``purge_imports_by_id``): last updated before ``cutoff``, no operation ``unfinished``.
+
+        They are read along the state index in order of expiry, up to ``expires_before``: the
+        cut-off plus the longest time to live, since an import expires that long after it began at
+        most, and began before it was last updated. One state at a time, since PostgreSQL reads a
+        list of states in that index in no order (it chose to read every import instead)."""
+        unfinished_operation = exists().where(
+            OperationRow.import_id == ImportRow.id, OperationRow.status.in_(unfinished)
+        )
+        ids = (
+            select(ImportRow.id)
+            .where(
+                ImportRow.state == state,
+                ImportRow.expires_at < expires_before,
+                ImportRow.updated_at < cutoff,
+                ~unfinished_operation,
+            )
+            .order_by(ImportRow.expires_at)
+            .limit(limit)
+        )
         query = select(ImportRow.id, ImportRow.principal, ImportRow.tenant).where(ImportRow.id.in_(ids))
         return [(row.id, row.principal, row.tenant) for row in self._session.execute(query)]
-
-    def _purgeable_imports(
-        self, final: Collection[str], finished: Collection[str], cutoff: datetime
-    ) -> Select[Any]:
-        unfinished = exists().where(
-            OperationRow.import_id == ImportRow.id, OperationRow.status.not_in(finished)
-        )
-        return select(ImportRow.id).where(
-            ImportRow.state.in_(final), ImportRow.updated_at < cutoff, ~unfinished
-        )
 
     def purge_confirmation_rounds(self, cutoff: datetime, limit: int) -> int:
         """Confirmation rounds asked before ``cutoff`` (their sealed states expired long ago)."""
@@ -774,10 +803,48 @@ class RetentionRepository(_Repository):
         query = select(rounds).where(ConfirmationRoundRow.created_at < cutoff)
         return self._delete_first(query, ConfirmationRoundRow.__table__, limit, key="round_id")
 
-    def purge_events(self, cutoff: datetime, limit: int) -> int:
-        return self._delete_first(
-            select(EventRow.id).where(EventRow.created_at < cutoff), EventRow.__table__, limit
+    def event_span(self, cutoff: datetime) -> tuple[int, int]:
+        """The ids between which (both excluded) events older than ``cutoff`` are looked for: below
+        the first event, and the first younger one as far as a bisection of the ids finds (a few
+        dozen lookups by id). Events are written in about the order of their ids, so
+        :meth:`purge_events` stops there; without it the last batch read every younger event to
+        find that none was left (events have no time index: one more index on the most written
+        table, for the purge alone, was not worth it)."""
+        # Two queries: SQLite reads the table whole for min() and max() asked together.
+        first: int | None = self._session.scalar(select(func.min(EventRow.id)))
+        last: int | None = self._session.scalar(select(func.max(EventRow.id)))
+        if first is None or last is None:
+            return 0, 0
+        low, high = first, last + 1
+        while low < high:
+            middle = (low + high) // 2
+            found = self._session.execute(
+                select(EventRow.id, EventRow.created_at < cutoff)
+                .where(EventRow.id >= middle)
+                .order_by(EventRow.id)
+                .limit(1)
+            ).first()
+            if found is None or not found[1]:
+                high = middle
+            else:
+                low = int(found[0]) + 1
+        return first - 1, low
+
+    def purge_events(self, cutoff: datetime, after: int, below: int, limit: int) -> list[int]:
+        """Events older than ``cutoff`` with ids between ``after`` and ``below`` (:meth:`event_span`),
+        the first ``limit`` by id; the ids deleted. An older event above ``below`` (written out of
+        order) waits for the next purge."""
+        chosen = (
+            select(EventRow.id)
+            .where(EventRow.id > after, EventRow.id < below, EventRow.created_at < cutoff)
+            .order_by(EventRow.id)
+            .limit(limit)
         )
+        deleted = self._session.execute(
+            delete(EventRow).where(EventRow.id.in_(chosen)).returning(EventRow.id),
+            execution_options={"synchronize_session": False},
+        )
+        return [int(event_id) for (event_id,) in deleted]
 
     def _delete_first(self, ids_query: Select[Any], table: Any, limit: int, key: str = "id") -> int:
         """Delete the first ``limit`` rows whose ids ``ids_query`` selects, in one statement.

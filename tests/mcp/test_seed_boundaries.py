@@ -247,11 +247,12 @@ async def test_an_import_purged_between_pages_is_skipped_and_no_other_principals
         assert [r.uri for r in first.resources] == [f"import://{h}" for h in reversed(handles[2:])]
         oldest = handles[0]
         await alice.call_tool("abort_import", {"handle": oldest})
+        past = datetime.now(UTC) - timedelta(days=30)  # begun, aborted and expiring then
         with kit.store.unit_of_work() as uow:
             uow.session.execute(
                 update(ImportRow)
                 .where(ImportRow.handle_digest == kit.service.ctx.codec.digest(oldest))
-                .values(updated_at=datetime.now(UTC) - timedelta(days=30))
+                .values(created_at=past, updated_at=past, expires_at=past)
             )
             uow.commit()
         report = await anyio.to_thread.run_sync(lambda: kit.service.maintain(retention=timedelta(days=7)))

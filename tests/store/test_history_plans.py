@@ -18,20 +18,15 @@ run) is smoke-tested here too, on SQLite.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapter.bootstrap import Kit
-from adapter.store.migrate import upgrade
-from legacy_sim.engine import LegacyEngine
-from legacy_sim.server import start_server
-from tests.support.benches import load_bench
+from tests.support.benches import kit_with_history, load_bench
 from tests.support.constants import POSTGRES_URL
 from tests.support.postgres import postgres_schema
 
@@ -42,28 +37,14 @@ IMPORTS = 20_000
 needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTGRES_URL not set")
 
 
-@contextlib.contextmanager
-def _kit_with_history(url: str, imports: int, workdir: Path) -> Iterator[Kit]:
-    """A kit on the migrated store at ``url`` holding ``imports`` finished imports of history."""
-    legacy = LegacyEngine(workdir / "legacy.db", idle_timeout=None)
-    server = start_server(legacy, "127.0.0.1", 0)
-    upgrade(url)
-    kit = history.build_kit(url, server.address, 100)
-    try:
-        history.fill_history(kit, history.History(imports, datetime.now(UTC)))
-        yield kit
-    finally:
-        kit.close()
-        server.close()
-        legacy.close()
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
     """A kit on a PostgreSQL schema holding :data:`IMPORTS` finished imports of history."""
     with postgres_schema("hist") as (_, schema):
         url = f"{POSTGRES_URL}{'&' if '?' in str(POSTGRES_URL) else '?'}options=-csearch_path%3D{schema}"
-        with _kit_with_history(url, IMPORTS, tmp_path_factory.mktemp("legacy")) as kit:
+        with kit_with_history(
+            url, history.History(IMPORTS, datetime.now(UTC)), tmp_path_factory.mktemp("legacy")
+        ) as kit:
             yield kit
 
 
@@ -71,7 +52,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
 def loaded_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
     """A kit on a SQLite file holding a few hundred finished imports (enough: no statistics)."""
     workdir = tmp_path_factory.mktemp("sqlite-history")
-    with _kit_with_history(f"sqlite:///{workdir / 'kit.db'}", 300, workdir) as kit:
+    with kit_with_history(
+        f"sqlite:///{workdir / 'kit.db'}", history.History(300, datetime.now(UTC)), workdir
+    ) as kit:
         yield kit
 
 
