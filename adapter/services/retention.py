@@ -44,14 +44,14 @@ PURGE_BATCH = 100
 """Rows a purge transaction deletes on PostgreSQL unless ``ADAPTER_PURGE_BATCH_SIZE`` says
 otherwise: there writers do not wait for each other, and each transaction's commit costs a flush
 of the log. During a purge of 772,000 rows at a million finished imports (``bench/history.py
---imports 1000000``, 2026-12-05) another tenant's p99 was 2.27x its p99 before with batches of 100,
-the purge taking 34 s, and 2.65x with 25, taking 253 s."""
+--imports 1000000``, 2026-12-05) another tenant's p99 was 2.2x its p99 before with batches of 100,
+the purge taking 88 s, and 2.65x with 25, taking 253 s."""
 
 PURGE_BATCH_ONE_WRITER = 25
 """The same on SQLite (:attr:`Store.one_writer`), fewer: a call that writes waits for the one batch
 that holds the write lock (a batch of operations held it about 1.4 ms plus 0.013 ms a row, each row
-in ten indexes). During the same purge another tenant's p99 was 1.2x its p99 before with batches of
-25, 2.1x with 50 and 2.8x-3.7x with 100, the purge taking 98 s, 58 s and 30 s."""
+in ten indexes). During the same purge another tenant's p99 was 1.2x-1.7x its p99 before with
+batches of 25, 2.1x with 50 and 2.8x-3.7x with 100, the purge taking 98-111 s, 58 s and 30 s."""
 
 PAUSE_RATIO = 1.0
 """Seconds of pause after a purge batch per second the batch took. Without a pause the batches
