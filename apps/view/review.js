@@ -263,7 +263,9 @@ async function follow() {
       const commit = [...status.operations].reverse().find((op) => op.kind === "commit");
       if (commit && commit.status === "in_progress") {
         const op = await call(tools.get_operation_status, { operation_id: commit.operation_id });
-        progress(op.records_sent, op.record_count);
+        // records_sent is given only while the commit runs: one that ended between the two calls
+        // keeps the bar where it was, and the next round (or the refresh after it) shows the end.
+        if (op.status === "in_progress") progress(op.records_sent, op.record_count);
       } else if (status.status === "outcome_unknown") {
         progress(null, 1, "Waiting for the legacy system to confirm whether the batch landed.");
       }
