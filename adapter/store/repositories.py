@@ -735,13 +735,17 @@ class RetentionRepository(_Repository):
         ``limit`` chunks at most; how many records they held.
 
         The chunks are read first and their imports looked up by id: the store keeps what is
-        staged (bounded by the quotas), while the imports in ``state`` grow with the history."""
+        staged (bounded by the quotas), while the imports in ``state`` grow with the history. A
+        scalar subquery, not ``EXISTS``: PostgreSQL turns an ``EXISTS`` into a join, and with few
+        chunks it hashed every import in ``state`` (a whole read of imports each batch)."""
         chunks = StagedChunkRow
         position = tuple_(chunks.import_id, chunks.last_seq)
-        owner_done = exists().where(
-            ImportRow.id == chunks.import_id, ImportRow.state == state, ImportRow.updated_at < cutoff
+        owner_updated = (
+            select(ImportRow.updated_at)
+            .where(ImportRow.id == chunks.import_id, ImportRow.state == state)
+            .scalar_subquery()
         )
-        chosen = select(chunks.import_id, chunks.last_seq).where(owner_done).limit(limit)
+        chosen = select(chunks.import_id, chunks.last_seq).where(owner_updated < cutoff).limit(limit)
         deleted = self._session.execute(
             delete(chunks)
             .where(position.in_(chosen))
