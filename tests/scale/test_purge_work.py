@@ -13,7 +13,7 @@ anti-join over every operation took 36 ms a batch at a million imports). There t
 counts the rows the purge's statements read (the server's table and index statistics), over histories
 of 20,000 and 80,000 imports: below that the planner picks other indexes for small tables. It found
 the staged records' query hashing every committed import (a whole read of imports each batch: 35,000
-rows read against 93,000), where it now looks each chunk's import up by id (13,000 against 16,000).
+rows read against 93,000), where it now looks each chunk's import up by id (13,000-17,000 against 16,000).
 """
 
 from __future__ import annotations
@@ -117,4 +117,6 @@ def test_a_postgres_purge_reads_what_it_deletes_not_the_history_it_keeps(tmp_pat
     assert abs(large.events - small.events) <= 10
     deleted = small.operations + small.imports + small.events + small.staged_records
     assert small_rows > deleted / 2  # the count sees the purge's own reads
-    assert large_rows < 1.3 * small_rows, (small_rows, large_rows)
+    # 0.95-1.24x over runs (the planner's sampled statistics choose among the operations' indexes);
+    # the staged records' hash join over every import gave 2.6x
+    assert large_rows < 1.5 * small_rows, (small_rows, large_rows)
