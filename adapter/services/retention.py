@@ -167,15 +167,14 @@ def _purge_events(paced: _Paced, ctx: ServiceContext, cutoff: datetime, batch: i
     a batch that started from the first event again stepped over every one deleted before it)."""
     with ctx.store.unit_of_work() as uow:
         after, below = uow.retention.event_span(cutoff)
-    total = 0
-    while True:
-        with paced.batch(), ctx.store.unit_of_work() as uow:
-            deleted = uow.retention.purge_events(cutoff, after, below, batch)
-            uow.commit()
-        if not deleted:
-            return total
-        total += len(deleted)
-        after = max(deleted)
+
+    def one_batch(retention: RetentionRepository) -> int:
+        nonlocal after
+        deleted = retention.purge_events(cutoff, after, below, batch)
+        after = max(deleted, default=after)
+        return len(deleted)
+
+    return _purge(paced, ctx, one_batch)
 
 
 def _purge(paced: _Paced, ctx: ServiceContext, one_batch: Callable[[RetentionRepository], int]) -> int:
