@@ -27,7 +27,7 @@ from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.constants import ALICE, BOB, FAST_RETRIES, POSTGRES, SECRET_BYTES, UNMETERED
 from tests.support.kit import kit_settings, running_kit
-from tests.support.postgres import postgres_schema, require_postgres
+from tests.support.postgres import postgres_schema, schema_url
 
 # freeze_time walks every loaded module's dir(), which loads ``adapter``'s lazy public names; a
 # module first imported under a frozen clock captures freezegun's FakeDatetime in its pydantic
@@ -40,11 +40,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _postgres_schema_url(base: str, schema: str) -> str:
-    separator = "&" if "?" in base else "?"
-    return f"{base}{separator}options=-csearch_path%3D{schema}"
-
-
 @pytest.fixture(params=["sqlite", POSTGRES])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database URL, on each supported database."""
@@ -52,7 +47,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'adapter.db'}"
         return
     with postgres_schema("t") as (_, schema):  # skips where PostgreSQL is not configured
-        yield _postgres_schema_url(require_postgres(), schema)
+        yield schema_url(schema)
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from adapter.store.migrate import upgrade
 from legacy_sim.engine import LegacyEngine
 from legacy_sim.server import start_server
 from tests.support.mcp import mcp_headers, modern_meta, parse_body
+from tests.support.postgres import postgres_schema, schema_url
 from tests.support.servers import free_port, stop_process
 
 POSTGRES_URL = os.environ.get("ADAPTER_TEST_POSTGRES_URL")
@@ -178,19 +179,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def postgres_schema_url() -> Iterator[str]:
-    if not POSTGRES_URL:
-        pytest.skip("ADAPTER_TEST_POSTGRES_URL not set")
-    schema = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema("t") as (_, schema):  # skips where PostgreSQL is not configured
+        yield schema_url(schema)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from sqlalchemy import Engine, event, text
 
 from adapter.services.retention import PurgeReport, purge_finished
 from tests.support.benches import kit_with_history, load_bench
-from tests.support.postgres import postgres_schema, require_postgres
+from tests.support.postgres import postgres_schema, schema_url
 
 history = load_bench("history")
 
@@ -95,9 +95,7 @@ def _purge_rows_read(workdir: Path, imports: int) -> tuple[PurgeReport, int]:
     retention = past.now - past.created(OLD)
     with postgres_schema("purge") as (server, schema):
         name = f"purge-work-{schema}"
-        url = f"{require_postgres()}{'&' if '?' in require_postgres() else '?'}"
-        url += f"options=-csearch_path%3D{schema}&application_name={name}"
-        with kit_with_history(url, past, workdir) as kit:
+        with kit_with_history(schema_url(schema, application_name=name), past, workdir) as kit:
             store = kit.service.ctx.store
             store.dispose()  # its connections (the fill's, the notifier's) go, reporting what they read
             before = _rows_read(server, schema, name)

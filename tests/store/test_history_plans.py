@@ -28,7 +28,7 @@ import pytest
 from adapter.bootstrap import Kit
 from tests.support.benches import kit_with_history, load_bench
 from tests.support.constants import POSTGRES_URL
-from tests.support.postgres import postgres_schema
+from tests.support.postgres import postgres_schema, schema_url
 
 history = load_bench("history")
 
@@ -40,12 +40,13 @@ needs_postgres = pytest.mark.skipif(not POSTGRES_URL, reason="ADAPTER_TEST_POSTG
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
     """A kit on a PostgreSQL schema holding :data:`IMPORTS` finished imports of history."""
-    with postgres_schema("hist") as (_, schema):
-        url = f"{POSTGRES_URL}{'&' if '?' in str(POSTGRES_URL) else '?'}options=-csearch_path%3D{schema}"
-        with kit_with_history(
-            url, history.History(IMPORTS, datetime.now(UTC)), tmp_path_factory.mktemp("legacy")
-        ) as kit:
-            yield kit
+    with (
+        postgres_schema("hist") as (_, schema),
+        kit_with_history(
+            schema_url(schema), history.History(IMPORTS, datetime.now(UTC)), tmp_path_factory.mktemp("legacy")
+        ) as kit,
+    ):
+        yield kit
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from tests.support.constants import POSTGRES_URL
 
-__all__ = ["postgres_schema", "require_postgres"]
+__all__ = ["postgres_schema", "require_postgres", "schema_url"]
 
 
 def require_postgres() -> str:
@@ -23,6 +23,14 @@ def require_postgres() -> str:
     if not POSTGRES_URL:
         pytest.skip("ADAPTER_TEST_POSTGRES_URL not set")
     return POSTGRES_URL
+
+
+def schema_url(schema: str, **query: str) -> str:
+    """The test server's URL with ``schema`` first on the search path, and any further query
+    parameters (``application_name=...``)."""
+    base = require_postgres()
+    parameters = "&".join([f"options=-csearch_path%3D{schema}", *(f"{k}={v}" for k, v in query.items())])
+    return f"{base}{'&' if '?' in base else '?'}{parameters}"
 
 
 @contextlib.contextmanager
