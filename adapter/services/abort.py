@@ -162,7 +162,7 @@ def settle_abort_request(ctx: ServiceContext, import_id: str) -> None:
 def settle_abort_requests(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
     """Maintenance: committed imports whose owner asked to abort them while they committed, and
     whose compensation a crash kept from starting. Returns their import ids."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         import_ids = uow.operations.abort_requested_imports(ImportState.COMMITTED.value, limit)
     for import_id in import_ids:
         settle_abort_request(ctx, import_id)
@@ -336,7 +336,7 @@ def _compensation(uow: UnitOfWork, import_id: str) -> CompensationRow:
 def resume_compensations(ctx: ServiceContext, *, limit: int = 50) -> list[str]:
     """Finish compensations a crashed worker left in ``compensating`` (not those at needs_operator)."""
     stale = ctx.clock() - timedelta(seconds=ctx.commit_policy.lease_seconds)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         import_ids = uow.operations.stalled_imports(
             OperationKind.COMPENSATE.value, OperationState.COMPENSATING.value, stale, limit
         )

@@ -122,7 +122,7 @@ def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
     one out of ``limit``.
     """
     since = ctx.clock() - _watch_window(ctx)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         settled = recently_doubted_commits(uow.session, since, limit, EventKind.OPERATION_RECONCILED)
         doubted = not_committed_verdicts(
             uow.session, [operation_id for _, operation_id in settled], EventKind.OPERATION_RECONCILED

@@ -72,7 +72,7 @@ class ChangeFollower:
         self._ctx = ctx
         self._overlap = overlap
         self._batch = batch
-        with ctx.store.unit_of_work() as uow:
+        with ctx.store.reading() as uow:
             self._high = uow.events.latest_id()
             # What is already there is history, not news: a new listener is not told about it.
             low = max(0, self._high - overlap)
@@ -93,12 +93,12 @@ class ChangeFollower:
         anyone listened, and a new listener starts from now.
         """
         if listening is not None and not listening():
-            with self._ctx.store.unit_of_work() as uow:
+            with self._ctx.store.reading() as uow:
                 ids = uow.events.ids_new_or_missing(self._high, sorted(self._missing), self._batch)
             if not listening():
                 self._advance(set(ids))
                 return []
-        with self._ctx.store.unit_of_work() as uow:
+        with self._ctx.store.reading() as uow:
             events = uow.events.new_or_missing(self._high, sorted(self._missing), self._batch)
             owners = _list_owners(uow, [e for e in events if e.kind in LIST_EVENTS])
         self._advance({event.id for event in events})

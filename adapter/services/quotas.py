@@ -301,6 +301,6 @@ def discard_in_batches(ctx: ServiceContext, import_id: str, record_count: int, s
 
 def discard_leftovers(ctx: ServiceContext, *, limit: int = 50) -> int:
     """Finish deletes a crash interrupted: staged records of aborted and expired imports."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         found = imports_with_leftover_records(uow.session, _GONE_STATES, limit)
     return sum(discard_in_batches(ctx, import_id, count, size) for import_id, count, size in found)

@@ -93,7 +93,7 @@ def reconcile_pass(
 
 def _candidates(ctx: ServiceContext, limit: int) -> list[str]:
     now = ctx.clock()
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         return uow.operations.reconcile_candidates(
             OperationKind.COMMIT.value,
             OperationState.OUTCOME_UNKNOWN.value,

@@ -26,6 +26,10 @@ from adapter.store.writers import WriterQueue
 
 __all__ = ["Store"]
 
+# A reading unit of work's connections: ``BEGIN ... READ ONLY`` on PostgreSQL (SQLAlchemy's option
+# for it), no ``BEGIN IMMEDIATE`` on SQLite (``engine.py``); each dialect ignores the other's.
+_READ_ONLY = {"postgresql_readonly": True, "adapter_read_only": True}
+
 
 class Store:
     """Owns the engines; hands out units of work and the hot reads. Built once at start-up by
@@ -34,6 +38,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session_factory = make_session_factory(engine)
+        self._reading_factory = make_session_factory(engine.execution_options(**_READ_ONLY))
         self._reads = ImportReads(engine)
         self._async_reads: tuple[asyncio.AbstractEventLoop, AsyncImportReads] | None = None
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.
@@ -56,6 +61,12 @@ class Store:
 
     def unit_of_work(self) -> UnitOfWork:
         return UnitOfWork(self._session_factory, self._writers, self.health)
+
+    def reading(self) -> UnitOfWork:
+        """A unit of work that only reads (``unit_of_work.py``): a read-only transaction that ends
+        with COMMIT, so the connection keeps its prepared statements; on SQLite it neither waits for
+        this process's writers nor takes the write lock."""
+        return UnitOfWork(self._reading_factory, None, self.health, read_only=True)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -29,6 +29,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     bindparam,
     exists,
     func,
@@ -36,6 +37,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     union_all,
     update,
 )
@@ -96,7 +98,7 @@ _IMPORT = select(*_ADD_COLUMNS).where(_imports.c.handle_digest == bindparam("dig
 
 # PostgreSQL: the statement that finds (and locks) the import also moves its counters. RETURNING
 # gives the values after the change, and the tenant's sum as of the statement's snapshot (before it).
-_CLAIM_BY_DIGEST = (
+_MOVE_COUNTERS = (
     update(_imports)
     .where(_imports.c.handle_digest == bindparam("digest"))
     .values(
@@ -105,8 +107,8 @@ _CLAIM_BY_DIGEST = (
         version=_imports.c.version + 1,
         updated_at=bindparam("now"),
     )
-    .returning(*_ADD_COLUMNS)
 )
+_CLAIM_BY_DIGEST = _MOVE_COUNTERS.returning(*_ADD_COLUMNS)
 
 # PostgreSQL, an add on its own (autocommit, ``StagingRepository`` is not involved): the same
 # statement, but it finds the import only where every rule of the add holds, so it either writes
@@ -121,7 +123,11 @@ _KEY_UNUSED = or_(
         _mine_already.c.idempotency_key == bindparam("a_key", type_=String),
     ),
 )
-_CLAIM_IF_ALLOWED = _CLAIM_BY_DIGEST.where(
+# The rules are one condition ``(... AND ...) IS true``, which no index can serve: the statement is
+# prepared and PostgreSQL soon plans it once for any values (a generic plan), and given the state and
+# expiry as separate terms, that plan read the open imports along ``ix_imports_state_expires`` to
+# find one digest (every open import, each add). The import is found by its digest's unique index.
+_ADD_RULES = and_(
     _imports.c.principal == bindparam("a_principal", type_=String),
     _imports.c.tenant == bindparam("of_tenant"),
     _imports.c.state == bindparam("open_state"),
@@ -130,6 +136,11 @@ _CLAIM_IF_ALLOWED = _CLAIM_BY_DIGEST.where(
     func.coalesce(_imports.c.staged_bytes, 0) + bindparam("size") <= bindparam("max_bytes"),
     _TENANT_BYTES.element + bindparam("size") <= bindparam("max_tenant_bytes"),
     _KEY_UNUSED,
+)
+# Its RETURNING leaves the tenant's sum out: the rules have checked it, and a second use of the
+# subquery would be a second sum.
+_CLAIM_IF_ALLOWED = _MOVE_COUNTERS.where(_ADD_RULES.is_(true())).returning(
+    _imports.c.id, _imports.c.tenant, _imports.c.record_count
 )
 
 _CLAIM = (
@@ -537,7 +548,7 @@ def _add_at_once(claim: Any) -> Any:
     noted = insert(_events).from_select(list(_EVENT_COLUMNS), events).returning(_events.c.id).cte("noted")
     ids = func.array(select(noted.c.id).scalar_subquery())
     return (
-        select(*[claimed.c[column.name] for column in _ADD_COLUMNS], ids)
+        select(*claimed.c, ids)
         .add_cte(new_records.cte("new_records"))
         .add_cte(new_operation.cte("new_operation"))
     )
@@ -587,7 +598,7 @@ def add_if_allowed(
     found = run_on_driver(connection, _ADD_IF_ALLOWED, params | _ahead_params(ahead, records))
     if not found:
         return None
-    import_id, record_count, event_ids = found[0][0], found[0][5], found[0][10]
+    import_id, _tenant, record_count, event_ids = found[0]
     return import_id, record_count, list(event_ids)
 
 

@@ -1,7 +1,14 @@
 """A unit of work: one database transaction that rolls back unless committed.
 
 Services open one per step (``with store.unit_of_work() as uow: ...; uow.commit()``). Repositories
-hang off it so a service never builds queries itself. A driver error that leaves the block becomes
+hang off it so a service never builds queries itself.
+
+A step that only reads opens ``store.reading()`` instead: a read-only transaction (``BEGIN ... READ
+ONLY`` on PostgreSQL, so a write in it fails; no write lock on SQLite) that ends with COMMIT. A
+ROLLBACK would cost more than it looks: psycopg forgets every statement it prepared on the connection
+at a rollback (``DEALLOCATE ALL``), and the background loops' reads rolled back a pooled connection
+about twice a second, so each of them lost its prepared statements every few seconds and the hot
+path planned them again (``bench/RESULTS.md``). A driver error that leaves the block becomes
 the kit's own ``StoreConflict`` or ``StoreUnavailable`` here (``adapter.store.errors``), so nothing
 above the store catches a SQLAlchemy or driver class.
 """
@@ -38,10 +45,13 @@ class UnitOfWork:
         session_factory: sessionmaker[Session],
         writers: WriterQueue | None = None,
         health: StoreHealth | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         self._session_factory = session_factory
         self._writers = writers  # SQLite: wait for this process's earlier writers first (writers.py)
         self._health = health  # told of a write refused for a full disk (errors.py)
+        self._read_only = read_only  # ends with COMMIT, see the module doc
 
     def __enter__(self) -> UnitOfWork:
         if self._writers is not None:
@@ -72,6 +82,8 @@ class UnitOfWork:
         # close() rolls back anything not committed; unlike rollback() it leaves the loaded
         # attributes of returned rows readable after the block.
         try:
+            if self._read_only and exc is None:
+                self.session.commit()
             self.session.close()
         except Exception as close_error:
             if exc is None:  # nothing else went wrong: the failed close is the error to report
