@@ -17,7 +17,12 @@ local mode, ``ADAPTER_CONFIRM_COMMIT=never``, ``ADAPTER_COMMIT_WAIT_SECONDS=60``
 the clients in this process, one ``httpx.AsyncClient`` each, plain JSON-RPC posts with the 2026-07-28
 headers (the same cheap client for every server, so client CPU is charged alike). The configurations
 run one after the other, in the order naive, kit x1, kit x2 (then reversed for ``--rounds 2``...),
-each after a short warm-up.
+each after a short warm-up. Each configuration first waits (up to a minute) until the machine is
+quiet, at most ``--quiet-cores`` busy for a second (``busy_cores_before`` in the JSON line): the one
+before it leaves work behind as it ends (its server stopping, PostgreSQL dropping its schema), which
+otherwise lands in the next one's window. Then a fixed Python loop is timed
+(``python_loop_ms_before``): on a virtual machine the host's speed can change between two
+configurations, and a ratio is only as good as the speeds its two sides ran at.
 
 Also reported per configuration: the CPU each role spent per import (the server's process group, the
 kit's own PostgreSQL backends, found by ``application_name``, the simulator, the clients) and the SQL
@@ -415,7 +420,55 @@ def kit_env(database_url: str, legacy: str, clients: int, workers: int, counts: 
     return env
 
 
+def busy_cores(seconds: float = 1.0) -> float | None:
+    """Cores the whole machine kept busy over the next ``seconds`` (Linux ``/proc/stat``; None
+    elsewhere): what runs besides the bench, or what a configuration left running as it ended."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle, iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+
+    try:
+        busy0, total0 = sample()
+        time.sleep(seconds)
+        busy1, total1 = sample()
+    except OSError:
+        return None
+    return round((busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1), 2)
+
+
+def settle(limit: float, longest: float = 60.0) -> float | None:
+    """Wait, up to ``longest`` seconds, until the machine is quiet (at most ``limit`` cores busy for a
+    second): each configuration starts on a machine the one before has left (its server stopping,
+    PostgreSQL dropping its schema and writing back), so the ratios compare like with like. Returns
+    the last second's busy cores."""
+    deadline = time.monotonic() + longest
+    busy = busy_cores()
+    while busy is not None and busy > limit and time.monotonic() < deadline:
+        busy = busy_cores()
+    return busy
+
+
+def python_loop_ms(steps: int = 2_000_000) -> float:
+    """A fixed pure-Python loop's time: how fast this machine runs Python just now. A virtual
+    machine's host can slow it threefold between two runs with nothing else running here; a ratio
+    whose two sides saw different speeds says so."""
+    started = time.perf_counter()
+    total = 0
+    for step in range(steps):
+        total += step
+    return round(1000 * (time.perf_counter() - started), 1)
+
+
 def run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) -> dict[str, Any]:
+    busy = settle(args.quiet_cores)
+    speed = python_loop_ms()
+    result = _run_config(name, workdir, legacy, args)
+    return result | {"busy_cores_before": busy, "python_loop_ms_before": speed}
+
+
+def _run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) -> dict[str, Any]:
     port = _free_port()
     log = workdir / f"{name}-{port}.log"
     if name == "naive":
@@ -455,6 +508,8 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     merged["errors"] = sum(r["errors"] for r in results)
     merged["commits_followed"] = sum(r["commits_followed"] for r in results)
     merged["rounds"] = [round(r["imports_per_s"], 2) for r in results]
+    merged["busy_cores_before"] = [r["busy_cores_before"] for r in results]
+    merged["python_loop_ms_before"] = [r["python_loop_ms_before"] for r in results]
     return merged
 
 
@@ -466,6 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--adds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=1, help="order reversed every other round")
+    parser.add_argument(
+        "--quiet-cores", type=float, default=0.2, help="each configuration waits until no more cores are busy"
+    )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument(
         "--only", choices=("naive", "kit_x1", "kit_x2"), action="append", help="run only these (profiling)"
@@ -561,6 +619,7 @@ def print_table(s: dict[str, Any]) -> None:
                 "  CPU in the window, cores (ms per import): "
                 + ", ".join(f"{role} {r['cores'][role]:.2f} ({per_import.get(role)})" for role in r["cores"])
                 + f"; all {sum(r['cores'].values()):.2f} of {s['cpus']}"
+                + f"; before it: busy {r['busy_cores_before']}, Python loop {r['python_loop_ms_before']} ms"
             )
         if r["statements_per_import"] is not None:
             print(
