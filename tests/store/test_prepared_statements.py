@@ -65,6 +65,20 @@ def test_a_reading_unit_of_work_keeps_the_connections_prepared_statements(pg_sto
 
 
 @pytest.mark.postgres
+def test_the_connection_writes_again_after_a_read(pg_store: Store) -> None:
+    """The one pooled connection was read-only for the read, not for the unit of work after it."""
+    with pg_store.reading() as uow:
+        uow.events.latest_id()
+
+    with pg_store.unit_of_work() as uow:
+        uow.session.execute(insert(EventRow).values(kind="k", state="s", created_at=NOW))
+        uow.commit()
+
+    with pg_store.reading() as uow:
+        assert uow.events.latest_id() == 1
+
+
+@pytest.mark.postgres
 def test_a_unit_of_work_that_rolls_back_drops_them(pg_store: Store) -> None:
     """Why the reads end with COMMIT: the same read in a unit of work that rolls back."""
     _prepare_one(pg_store)
