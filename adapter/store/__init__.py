@@ -26,10 +26,6 @@ from adapter.store.writers import WriterQueue
 
 __all__ = ["Store"]
 
-# A reading unit of work's connections: ``BEGIN ... READ ONLY`` on PostgreSQL (SQLAlchemy's option
-# for it), no ``BEGIN IMMEDIATE`` on SQLite (``engine.py``); each dialect ignores the other's.
-_READ_ONLY = {"postgresql_readonly": True, "adapter_read_only": True}
-
 
 class Store:
     """Owns the engines; hands out units of work and the hot reads. Built once at start-up by
@@ -38,7 +34,8 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session_factory = make_session_factory(engine)
-        self._reading_factory = make_session_factory(engine.execution_options(**_READ_ONLY))
+        # SQLite: no BEGIN IMMEDIATE for a reading unit of work (engine.py); PostgreSQL ignores it.
+        self._reading_factory = make_session_factory(engine.execution_options(adapter_read_only=True))
         self._reads = ImportReads(engine)
         self._async_reads: tuple[asyncio.AbstractEventLoop, AsyncImportReads] | None = None
         # SQLite in WAL mode: a reader never waits for a writer and reads a local file.

@@ -1,23 +1,25 @@
 """A unit of work: one database transaction that rolls back unless committed.
 
 Services open one per step (``with store.unit_of_work() as uow: ...; uow.commit()``). Repositories
-hang off it so a service never builds queries itself.
-
-A step that only reads opens ``store.reading()`` instead: a read-only transaction (``BEGIN ... READ
-ONLY`` on PostgreSQL, so a write in it fails; no write lock on SQLite) that ends with COMMIT. A
-ROLLBACK would cost more than it looks: psycopg forgets every statement it prepared on the connection
-at a rollback (``DEALLOCATE ALL``), and the background loops' reads rolled back a pooled connection
-about twice a second, so each of them lost its prepared statements every few seconds and the hot
-path planned them again (``bench/RESULTS.md``). A driver error that leaves the block becomes
+hang off it so a service never builds queries itself. A driver error that leaves the block becomes
 the kit's own ``StoreConflict`` or ``StoreUnavailable`` here (``adapter.store.errors``), so nothing
 above the store catches a SQLAlchemy or driver class.
+
+A step that only reads opens ``store.reading()`` instead: a read-only transaction that ends with
+COMMIT (on PostgreSQL ``SET TRANSACTION READ ONLY`` first, so a write in it fails; on SQLite no write
+lock). A ROLLBACK would cost more than it looks: psycopg forgets every statement it prepared on the
+connection at a rollback (``DEALLOCATE ALL``), and the background loops' reads rolled back a pooled
+connection about twice a second, so each of them lost its prepared statements every few seconds and
+the hot path planned them again (``bench/RESULTS.md``). Not SQLAlchemy's ``postgresql_readonly``:
+it hands the connection back set to READ WRITE, which would override a database made read-only
+(``default_transaction_read_only``, what ``/readyz`` must see) for every later transaction.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from adapter.store.errors import StoreHealth, raise_translated
@@ -35,6 +37,8 @@ from adapter.store.staging import StagingRepository
 from adapter.store.writers import WriterQueue
 
 __all__ = ["UnitOfWork"]
+
+_READ_ONLY = text("SET TRANSACTION READ ONLY")
 
 
 class UnitOfWork:
@@ -62,6 +66,8 @@ class UnitOfWork:
             if self._writers is not None:
                 self._writers.release()
             raise
+        if self._read_only and self.session.get_bind().dialect.name == "postgresql":
+            self._enter_read_only()
         self.imports = ImportRepository(self.session)
         self.records = RecordRepository(self.session)
         self.operations = OperationRepository(self.session)
@@ -94,6 +100,13 @@ class UnitOfWork:
                 self._writers.release()
         if exc is not None:
             self._raise_translated(exc)
+
+    def _enter_read_only(self) -> None:
+        try:
+            self.session.execute(_READ_ONLY)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
     def _raise_translated(self, exc: BaseException) -> None:
         raise_translated(exc, self.session.get_bind().dialect.dbapi, self._health)

@@ -79,6 +79,22 @@ def test_the_connection_writes_again_after_a_read(pg_store: Store) -> None:
 
 
 @pytest.mark.postgres
+def test_a_database_made_read_only_stays_read_only_after_a_read() -> None:
+    """What ``/readyz`` relies on: a read must not hand its connection back set to READ WRITE."""
+    with postgres_schema("prep") as (_, schema):
+        upgrade(schema_url(schema))
+        store = Store.from_url(schema_url(schema) + "%20-cdefault_transaction_read_only%3Don", pool_size=1)
+        try:
+            with store.reading() as uow:
+                uow.events.latest_id()
+            with pytest.raises(InternalError, match="read-only transaction"), store.unit_of_work() as uow:
+                uow.session.execute(insert(EventRow).values(kind="k", state="s", created_at=NOW))
+                uow.commit()
+        finally:
+            store.dispose()
+
+
+@pytest.mark.postgres
 def test_a_unit_of_work_that_rolls_back_drops_them(pg_store: Store) -> None:
     """Why the reads end with COMMIT: the same read in a unit of work that rolls back."""
     _prepare_one(pg_store)
