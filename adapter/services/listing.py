@@ -49,7 +49,7 @@ def _owner(principal: Principal) -> str:
 def list_imports(ctx: ServiceContext, principal: Principal, *, cursor: str | None, limit: int) -> ImportPage:
     """One page of the caller's imports. Raises InvalidCursor for a cursor that does not verify."""
     mine = {"principal": principal.subject, "tenant": principal.tenant}
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         rows, next_cursor = keyset_page(
             ctx, _PURPOSE, _owner(principal), cursor, limit, lambda window: uow.imports.page(mine, **window)
         )

@@ -45,7 +45,7 @@ def operation_status(
     if (operation_id is None) == (idempotency_key is None):
         raise InvalidRequest("give exactly one of operation_id and idempotency_key")
     require_storable(operation_id=operation_id)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         if operation_id is not None:
             row = uow.operations.get(operation_id) if isinstance(operation_id, str) else None
         else:
@@ -60,7 +60,7 @@ def commit_state(ctx: ServiceContext, principal: Principal, operation_id: str) -
     """The commit operation ``operation_id`` of ``principal``; OperationNotFound for anything else
     (unknown, another principal's, not a commit, its import purged): one answer for all."""
     require_storable(operation_id=operation_id)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = _owned(uow.operations.get(operation_id) if isinstance(operation_id, str) else None, principal)
         imported = _import_of(uow, row)
         if row.kind != OperationKind.COMMIT or imported is None:
