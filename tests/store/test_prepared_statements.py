@@ -12,6 +12,7 @@ things decide what that saves:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,15 +32,23 @@ NOW = datetime.now(UTC)
 NAIVE = NOW.replace(tzinfo=None)  # as the driver takes a time (driver.py)
 
 
+@contextlib.contextmanager
+def _one_connection_store(options: str = "") -> Iterator[Store]:
+    """A migrated PostgreSQL store with one pooled connection, so every block reuses it; ``options``
+    are more of the server's settings for it (``%20-cNAME%3DVALUE``)."""
+    with postgres_schema("prep") as (_, schema):
+        upgrade(schema_url(schema))
+        store = Store.from_url(schema_url(schema) + options, pool_size=1, max_overflow=0)
+        try:
+            yield store
+        finally:
+            store.dispose()
+
+
 @pytest.fixture
 def pg_store() -> Iterator[Store]:
-    """A migrated PostgreSQL store with one pooled connection, so every block reuses it."""
-    with postgres_schema("prep") as (_, schema):
-        url = schema_url(schema)
-        upgrade(url)
-        store = Store.from_url(url, pool_size=1, max_overflow=0)
+    with _one_connection_store() as store:
         yield store
-        store.dispose()
 
 
 def _prepared(store: Store) -> int:
@@ -81,17 +90,12 @@ def test_the_connection_writes_again_after_a_read(pg_store: Store) -> None:
 @pytest.mark.postgres
 def test_a_database_made_read_only_stays_read_only_after_a_read() -> None:
     """What ``/readyz`` relies on: a read must not hand its connection back set to READ WRITE."""
-    with postgres_schema("prep") as (_, schema):
-        upgrade(schema_url(schema))
-        store = Store.from_url(schema_url(schema) + "%20-cdefault_transaction_read_only%3Don", pool_size=1)
-        try:
-            with store.reading() as uow:
-                uow.events.latest_id()
-            with pytest.raises(InternalError, match="read-only transaction"), store.unit_of_work() as uow:
-                uow.session.execute(insert(EventRow).values(kind="k", state="s", created_at=NOW))
-                uow.commit()
-        finally:
-            store.dispose()
+    with _one_connection_store("%20-cdefault_transaction_read_only%3Don") as store:
+        with store.reading() as uow:
+            uow.events.latest_id()
+        with pytest.raises(InternalError, match="read-only transaction"), store.unit_of_work() as uow:
+            uow.session.execute(insert(EventRow).values(kind="k", state="s", created_at=NOW))
+            uow.commit()
 
 
 @pytest.mark.postgres
