@@ -30,7 +30,9 @@ Afterwards it drains: maintenance passes plus client retries until nothing is le
   (batch_ref -> operation -> import);
 * no partial batch (the batch holds exactly the import's records, in order);
 * every operation terminal, or ``needs_operator`` with a reason; no import left committing;
-* no client was told ``committed`` with a batch other than the one that stands.
+* no client was told ``committed`` with a batch other than the one that stands;
+* what each tenant holds against its staged-bytes quota, as the store keeps it (``held_bytes.py``),
+  is the sum over its imports (``held_bytes_miscounted``).
 
 ``run_campaign`` is used by ``tests/resilience/test_fault_campaign.py`` (200 imports) and by this
 script standalone::
@@ -78,6 +80,7 @@ from adapter.legacy.simulator import SimulatorPort  # noqa: E402
 from adapter.ports.legacy import CommittedBatch, LegacyOutcomeUnknown, LegacyPort, LegacySession  # noqa: E402
 from adapter.services import CancelToken  # noqa: E402
 from adapter.services.late_commits import LATE_COMMIT_EVENT, late_commit_counts  # noqa: E402
+from adapter.store.held_bytes import counted_held_bytes, recount_held_bytes  # noqa: E402
 from adapter.store.quota_reads import event_details  # noqa: E402
 from adapter.store.tables import ImportRow, OperationRow  # noqa: E402
 from legacy_sim.client import LegacyClient  # noqa: E402
@@ -205,6 +208,7 @@ class Report:
     needs_operator_without_reason: int = 0
     import_unresolved: int = 0
     client_told_wrong_batch: int = 0
+    held_bytes_miscounted: int = 0  # tenants whose kept total is not the sum over their imports
     problems: list[str] = dataclasses.field(default_factory=list)
 
     INVARIANTS = (
@@ -219,6 +223,7 @@ class Report:
         "needs_operator_without_reason",
         "import_unresolved",
         "client_told_wrong_batch",
+        "held_bytes_miscounted",
     )
 
     def violations(self) -> dict[str, int]:
@@ -632,6 +637,7 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
             for detail in event_details(uow.session, LATE_COMMIT_EVENT)
             for batch_id in (detail or {}).get("voided", [])
         }
+        counted, recounted = counted_held_bytes(uow.session), recount_held_bytes(uow.session)
         reconciled = [
             (e.detail or {}).get("finding")
             for op in operations
@@ -648,6 +654,15 @@ def _check(campaign: _Campaign, legacy_db: Path, report: Report) -> None:
     def problem(kind: str, message: str) -> None:
         setattr(report, kind, getattr(report, kind) + 1)
         report.problems.append(f"{kind}: {message}")
+
+    # what each tenant holds against its staged-bytes quota, kept by the store's triggers through
+    # every crash and retry of the campaign, against the sum over its imports
+    for tenant in sorted(set(counted) | set(recounted)):
+        if counted.get(tenant, 0) != recounted.get(tenant, 0):
+            problem(
+                "held_bytes_miscounted",
+                f"{tenant}: kept {counted.get(tenant)}, imports {recounted.get(tenant)}",
+            )
 
     # batches by reference and by import; a voided batch is a duplicate the kit compensated, and
     # only one the kit recorded as such may be voided

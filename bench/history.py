@@ -52,6 +52,7 @@ from adapter.bootstrap import Kit
 from adapter.domain.identity import Principal
 from adapter.services.admin.reads import OperationFilter, list_operations
 from adapter.services.late_commits import watch_recent_verdicts
+from adapter.services.quotas import fold_held_bytes
 from adapter.services.reconcile import reconcile_pass
 from adapter.services.retention import purge_finished
 from adapter.store import staging
@@ -312,6 +313,9 @@ def fill_history(kit: Kit, history: History) -> dict[str, int]:
                 write(table, chunk)
                 counts[table] += len(chunk)
             driver.commit()
+        # What a tenant holds: the trigger on imports logged each holding import as a change, and a
+        # running kit folds them into the totals within a maintenance pass.
+        fold_held_bytes(kit.service.ctx)
         if engine.dialect.name == "postgresql":
             driver.commit()
             driver.autocommit = True

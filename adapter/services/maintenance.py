@@ -1,4 +1,4 @@
-"""The background work a running kit does on a timer: reconcile, resume, expire, purge.
+"""The background work a running kit does on a timer: reconcile, resume, expire, purge, fold.
 
 The server runs :func:`run_maintenance` every ``ADAPTER_RECONCILE_INTERVAL_SECONDS``;
 ``python -m adapter reconcile`` runs it once. Every step is safe to run from several workers at
@@ -15,7 +15,7 @@ from adapter.ports.legacy import LegacyError
 from adapter.services.abort import resume_compensations, settle_abort_requests
 from adapter.services.context import ServiceContext
 from adapter.services.late_commits import watch_recent_verdicts
-from adapter.services.quotas import discard_leftovers
+from adapter.services.quotas import discard_leftovers, fold_held_bytes
 from adapter.services.reconcile import Resolution, Resume, reconcile_pass
 from adapter.services.retention import PurgeReport, expire_open_imports, purge_finished
 from adapter.store.locks import try_named_lock
@@ -42,6 +42,15 @@ def run_maintenance(
 ) -> MaintenanceReport:
     """One pass. ``retention`` None skips the purge (it need not run every few seconds). ``resume``
     runs again the commits whose worker went away before COMMIT (``reconcile.py``)."""
+    try:
+        return _one_pass(ctx, retention, purge_batch, resume)
+    finally:
+        fold_held_bytes(ctx)  # whatever the pass got to: it moved what tenants hold (expiry, purge)
+
+
+def _one_pass(
+    ctx: ServiceContext, retention: timedelta | None, purge_batch: int | None, resume: Resume | None
+) -> MaintenanceReport:
     resolutions = reconcile_pass(ctx, resume=resume)
     watch_recent_verdicts(ctx)  # a COMMIT that landed after its not_committed verdict
     try:

@@ -17,6 +17,9 @@
   ``delete_batch_size`` records, one short transaction each, after the state change: the write lock
   is never held for long, and :func:`discard_leftovers` (run by maintenance) finishes what a crash
   interrupted.
+* **What a tenant holds** is kept by the store as a total and the changes since (``store/
+  held_bytes.py``), so an add reads it at the same cost however much the tenant holds;
+  :func:`fold_held_bytes` (run by maintenance) moves the changes into the total.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Protocol
 from adapter.domain.identity import Principal
 from adapter.domain.quotas import QuotaExceeded, Quotas
 from adapter.services.context import ServiceContext
+from adapter.store import held_bytes
 from adapter.store.quota_reads import (
     delete_staged_range,
     imports_with_leftover_records,
@@ -45,6 +49,7 @@ __all__ = [
     "check_tenant_bytes",
     "discard_in_batches",
     "discard_leftovers",
+    "fold_held_bytes",
 ]
 
 _GONE_STATES = ("aborted", "expired")
@@ -304,3 +309,16 @@ def discard_leftovers(ctx: ServiceContext, *, limit: int = 50) -> int:
     with ctx.store.reading() as uow:
         found = imports_with_leftover_records(uow.session, _GONE_STATES, limit)
     return sum(discard_in_batches(ctx, import_id, count, size) for import_id, count, size in found)
+
+
+def fold_held_bytes(ctx: ServiceContext) -> int:
+    """Move the tenants' held-bytes changes into their totals (how many tenants' totals moved): the
+    add reads a total and the changes not folded yet, so folding keeps that read short. A read
+    first, so an idle kit takes no write lock (SQLite) for it."""
+    with ctx.store.reading() as uow:
+        if not held_bytes.has_changes_to_fold(uow.session):
+            return 0
+    with ctx.store.unit_of_work() as uow:
+        folded = held_bytes.fold_held_bytes(uow.session)
+        uow.commit()
+    return folded

@@ -26,7 +26,7 @@ from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_con
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
 from adapter.services.staging import record_succeeded
 from adapter.services.targets import RecordInvalid
-from adapter.store.quota_reads import tenant_held_bytes
+from adapter.store.held_bytes import tenant_held_bytes
 
 __all__ = ["replace_records"]
 

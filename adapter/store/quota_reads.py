@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, and_, delete, exists, func, literal_column, select
+from sqlalchemy import ColumnElement, delete, exists, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -16,41 +16,10 @@ from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedChunkR
 __all__ = [
     "delete_staged_range",
     "event_details",
-    "holds_bytes",
     "imports_with_leftover_records",
     "not_committed_verdicts",
     "recently_doubted_commits",
-    "tenant_held_bytes",
 ]
-
-# Imports whose staged records no longer count against the tenant: those that drop them (at once,
-# in bounded batches). Every other state keeps them, so a committed import counts until the purge
-# removes its records (after ADAPTER_RETENTION_DAYS) and a commit does not free room to stage again
-# at once. The add path sums the rest in its own statement (``staging.py``), over the tenant's rows
-# it reads anyway.
-RELEASED_STATES = ("aborted", "expired")
-
-
-def holds_bytes(imports: FromClause) -> ColumnElement[bool]:
-    """``tables.HOLDING`` on ``imports`` (the table or an alias of it), in literals, so the planner
-    reads the partial index ``ix_imports_holding``: a tenant's sum then costs what it holds now
-    (open imports, committed ones until the purge), not every import it ever made. A row with no
-    bytes adds nothing to a sum, so leaving it out changes no total."""
-    terms = [imports.c.staged_bytes > literal_column("0")]
-    terms += [imports.c.state != literal_column(f"'{state}'") for state in RELEASED_STATES]
-    return and_(*terms)
-
-
-def tenant_held_bytes(session: Session, tenant: str) -> int:
-    """What the tenant's imports hold against the staged-bytes quota: all but the released ones."""
-    imports = ImportRow.__table__
-    total = session.scalar(
-        select(func.coalesce(func.sum(imports.c.staged_bytes), 0)).where(
-            imports.c.tenant == tenant, holds_bytes(imports)
-        )
-    )
-    return int(total or 0)
-
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:
     """Delete the chunks of records that end at positions ``after_seq < last_seq <= up_to_seq`` (the

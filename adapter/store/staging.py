@@ -7,7 +7,7 @@ a single record was written, and the ORM's bulk insert added about 2 us per reco
 statement is built once; an add's records are one row, a chunk (``staged.py``), whatever their
 number. On PostgreSQL an add is one
 statement (data-modifying CTEs): its ``UPDATE ... RETURNING`` finds, locks and moves the import's
-counters and sums what its tenant holds, and the same statement writes the records, the finished
+counters and reads what its tenant holds, and the same statement writes the records, the finished
 operation and its events; the rules run on what it returns, and a refusal rolls all of it back. On
 SQLite the rules run between a read and the writes. Begin is the import's INSERT (counting the
 principal's open imports on PostgreSQL) and one operation-and-events statement. The rules stay in
@@ -45,8 +45,8 @@ from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
 from adapter.store.driver import run_on_driver
+from adapter.store.held_bytes import held_bytes_of
 from adapter.store.notify import remember_events
-from adapter.store.quota_reads import holds_bytes
 from adapter.store.staged import join_records
 from adapter.store.tables import (
     OPERATION_BY_KEY,
@@ -72,16 +72,10 @@ _operations = cast(Table, OperationRow.__table__)
 _events = cast(Table, EventRow.__table__)
 _chunks = cast(Table, StagedChunkRow.__table__)
 
-# What the tenant's imports hold (for its quota: all but those that dropped their records), read in
-# the add's own statement: no second checkout or round trip. An alias, so it is not correlated with
-# the outer row.
-_held = _imports.alias("held")
-_TENANT_BYTES = (
-    select(func.coalesce(func.sum(_held.c.staged_bytes), 0))
-    .where(_held.c.tenant == bindparam("of_tenant"), holds_bytes(_held))  # ix_imports_holding
-    .scalar_subquery()
-    .label("tenant_bytes")
-)
+# What the tenant's imports hold (for its quota: its kept total and the changes not folded yet,
+# ``held_bytes.py``), read in the add's own statement: no second checkout or round trip.
+_HELD = held_bytes_of(bindparam("of_tenant"))
+_TENANT_BYTES = _HELD.label("tenant_bytes")
 _ADD_COLUMNS = (
     _imports.c.id,
     _imports.c.principal,
@@ -97,7 +91,8 @@ _ADD_COLUMNS = (
 _IMPORT = select(*_ADD_COLUMNS).where(_imports.c.handle_digest == bindparam("digest"))
 
 # PostgreSQL: the statement that finds (and locks) the import also moves its counters. RETURNING
-# gives the values after the change, and the tenant's sum as of the statement's snapshot (before it).
+# gives the values after the change, and the tenant's holding as of the statement's snapshot (before
+# it: the trigger's change for this add comes after).
 _MOVE_COUNTERS = (
     update(_imports)
     .where(_imports.c.handle_digest == bindparam("digest"))
@@ -134,11 +129,11 @@ _ADD_RULES = and_(
     _imports.c.expires_at > bindparam("valid_at"),
     _imports.c.record_count + bindparam("records") <= bindparam("max_records"),
     func.coalesce(_imports.c.staged_bytes, 0) + bindparam("size") <= bindparam("max_bytes"),
-    _TENANT_BYTES.element + bindparam("size") <= bindparam("max_tenant_bytes"),
+    _HELD + bindparam("size") <= bindparam("max_tenant_bytes"),
     _KEY_UNUSED,
 )
-# Its RETURNING leaves the tenant's sum out: the rules have checked it, and a second use of the
-# subquery would be a second sum.
+# Its RETURNING leaves the tenant's holding out: the rules have checked it, and a second use of the
+# subquery would be a second read.
 _CLAIM_IF_ALLOWED = _MOVE_COUNTERS.where(_ADD_RULES.is_(true())).returning(
     _imports.c.id, _imports.c.tenant, _imports.c.record_count
 )

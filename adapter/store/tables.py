@@ -97,9 +97,10 @@ class Base(DeclarativeBase):
 
 
 HOLDING = "staged_bytes > 0 AND state <> 'aborted' AND state <> 'expired'"
-"""Imports that hold staged bytes for the tenant's quota (aborted and expired ones dropped theirs):
-the predicate of a partial index, so the sums that use it name it in these very words (literals,
-not parameters: a planner can only match a partial index to a query whose terms imply it)."""
+"""Imports that hold staged bytes for the tenant's quota (aborted and expired ones dropped theirs).
+The store keeps their total per tenant (:class:`TenantHeldBytesRow`), moved by a trigger on
+``imports`` that says the same in SQL (migration ``0012``); this predicate is what it is checked
+against (``quota_reads.recount_held_bytes``)."""
 
 
 class ImportRow(Base):
@@ -129,16 +130,33 @@ class ImportRow(Base):
         Index("ix_imports_owner_created", "tenant", "principal", "created_at", "id"),
         Index("ix_imports_state_expires", "state", "expires_at"),
         Index("ix_imports_created", "created_at", "id"),
-        # Only the imports whose staged records count against the tenant's quota (what every add
-        # sums, ``quota_reads.holds_bytes``): bounded by the retention, not by the history kept.
-        Index(
-            "ix_imports_holding",
-            "tenant",
-            "staged_bytes",
-            postgresql_where=text(HOLDING),
-            sqlite_where=text(HOLDING),
-        ),
     )
+
+
+class TenantHeldBytesRow(Base):
+    """What a tenant's imports hold against its staged-bytes quota, as of the last fold: with the
+    tenant's rows of ``held_bytes_changes`` not folded yet, the sum of ``staged_bytes`` over its
+    :data:`HOLDING` imports. Every add reads it, in one primary-key lookup whatever the tenant holds
+    (a sum over its imports cost in proportion to them: committed imports hold until the purge)."""
+
+    __tablename__ = "tenant_held_bytes"
+
+    tenant: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bytes: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class HeldBytesChangeRow(Base):
+    """One change of what a tenant holds: written by the trigger on ``imports`` whenever a row's
+    share (its ``staged_bytes`` while it is :data:`HOLDING`, else 0) moves. Appended, never updated,
+    so concurrent adds of one tenant wait on no shared row; maintenance folds them into
+    :class:`TenantHeldBytesRow` every pass (``quota_reads.fold_held_bytes``), so a tenant has at most
+    a few seconds' worth."""
+
+    __tablename__ = "held_bytes_changes"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(200), index=True)
+    change: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 
 class StagedChunkRow(Base):

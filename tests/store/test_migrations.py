@@ -18,6 +18,8 @@ TABLES = {
     "audit_records",
     "confirmation_rounds",
     "operator_sessions",
+    "tenant_held_bytes",
+    "held_bytes_changes",
 }
 
 

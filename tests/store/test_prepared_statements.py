@@ -168,7 +168,7 @@ def _add_values(digest: str) -> dict[str, Any]:
 @pytest.mark.postgres
 def test_the_adds_generic_plan_finds_the_import_by_its_digest(pg_store: Store) -> None:
     """A young store (a few hundred imports, just analyzed, as after a start): the plan PostgreSQL
-    keeps for any values reads one import by its digest and sums the tenant's bytes once."""
+    keeps for any values reads one import by its digest and what its tenant holds once, by key."""
     columns = "id, handle_digest, principal, tenant, target, state, record_count, staged_bytes, revision"
     columns += ", expires_at, created_at, updated_at, version"
     row = "%s, 'p', 't', 'customers', %s, 10, 1000, 0, %s, %s, %s, 1"
@@ -189,4 +189,6 @@ def test_the_adds_generic_plan_finds_the_import_by_its_digest(pg_store: Store) -
     shown = "\n".join(plan)
     assert any("uq_imports_handle_digest on imports " in line for line in plan), shown
     assert not any("ix_imports_state_expires" in line for line in plan), shown
-    assert sum(" on imports held" in line for line in plan) == 1, shown  # one sum of the tenant's bytes
+    scans_of_imports = [line for line in plan if "Scan" in line and " on imports" in line]
+    assert len(scans_of_imports) == 1, shown  # the import itself, no sum over the tenant's others
+    assert sum("pk_tenant_held_bytes on tenant_held_bytes" in line for line in plan) == 1, shown
