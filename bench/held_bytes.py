@@ -3,11 +3,11 @@
 A tenant holds the staged bytes of its open imports and of its committed ones until the purge,
 ``ADAPTER_RETENTION_DAYS`` later; each add checks that total against its quota. For each count in
 ``--held``, on a fresh PostgreSQL schema: that many committed imports of the tenant holding bytes
-(one ``INSERT ... SELECT``, then ``ANALYZE``), then ``--adds`` adds of ``--batch`` records to one
-open import through ``Store.add_if_allowed`` (the add as one statement, as a worker runs it), on
-one pooled connection. Maintenance's fold of the held-bytes changes runs every ``--fold-every``
-adds on the same connection and its cost is counted: about what a maintenance pass every 5 s folds
-at 50 adds a second. Measured: the backend's CPU (``/proc``) per add, and the wall time.
+(one ``INSERT ... SELECT``, then ``ANALYZE``), then ``--adds`` adds of ``--batch`` records,
+``--adds-per-import`` to each of a series of open imports, through ``Store.add_if_allowed`` (the add
+as one statement, as a worker runs it), on one pooled connection. Maintenance's fold of the
+held-bytes changes runs every ``--fold-every`` adds on the same connection and its cost is counted.
+Measured: the backend's CPU (``/proc``) per add, and the wall time.
 
 It also runs on a checkout from before migration ``0012`` (no fold there; the add summed the
 tenant's holding imports), which is how ``bench/RESULTS.md`` compares the two.
@@ -51,6 +51,12 @@ SELECT 'h' || n, 'dh' || n, 'p', :tenant, 'customers', 'committed', 100, 7000,
        0, 'B' || n, :at, :at, :at, 5
 FROM generate_series(1, :held) AS n
 """
+_OPEN = """
+INSERT INTO imports (id, handle_digest, principal, tenant, target, state, record_count, staged_bytes,
+                     revision, expires_at, created_at, updated_at, version)
+SELECT 'o' || n, 'do' || n, 'p', :tenant, 'customers', 'open', 0, 0, 0, :until, :at, :at, 1
+FROM generate_series(1, :n) AS n
+"""
 
 
 def _fold(store: Store) -> None:
@@ -63,23 +69,18 @@ def _fold(store: Store) -> None:
             uow.commit()
 
 
-def _prepare(store: Store, held: int) -> str:
-    """The tenant's ``held`` committed imports and one open import; the open one's handle digest."""
+def _prepare(store: Store, held: int, opened: int) -> list[str]:
+    """The tenant's ``held`` committed imports and ``opened`` open ones; the open ones' digests."""
     now = datetime.now(UTC).replace(tzinfo=None)
     with store.engine.begin() as connection:
         connection.execute(text(_FILL), {"tenant": TENANT, "at": now, "held": held})
         connection.execute(
-            text(
-                "INSERT INTO imports (id, handle_digest, principal, tenant, target, state, record_count,"
-                " staged_bytes, revision, expires_at, created_at, updated_at, version)"
-                " VALUES ('open', 'dopen', 'p', :tenant, 'customers', 'open', 0, 0, 0, :until, :at, :at, 1)"
-            ),
-            {"tenant": TENANT, "at": now, "until": now + timedelta(days=1)},
+            text(_OPEN), {"tenant": TENANT, "at": now, "until": now + timedelta(days=1), "n": opened}
         )
     _fold(store)
     with store.engine.connect() as connection:
         connection.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
-    return "dopen"
+    return [f"do{n}" for n in range(1, opened + 1)]
 
 
 def _ahead(texts: list[str]) -> AddAhead:
@@ -99,7 +100,7 @@ def _ahead(texts: list[str]) -> AddAhead:
 def measure(url: str, held: int, args: argparse.Namespace) -> dict[str, Any]:
     store = Store.from_url(f"{url}&application_name={APPLICATION_NAME}", pool_size=1, max_overflow=0)
     try:
-        digest = _prepare(store, held)
+        digests = _prepare(store, held, -(-args.adds // args.adds_per_import))
         texts = [
             json.dumps({"id": str(i), "name": f"customer {i}", "city": "Berlin"}) for i in range(args.batch)
         ]
@@ -116,6 +117,7 @@ def measure(url: str, held: int, args: argparse.Namespace) -> dict[str, Any]:
             before = backend_seconds(probe, APPLICATION_NAME)
             started = time.perf_counter()
             for n in range(1, args.adds + 1):
+                digest = digests[(n - 1) // args.adds_per_import]
                 if store.add_if_allowed(digest, TENANT, args.batch, size, _ahead(texts), limits) is None:
                     raise RuntimeError("an add was refused")
                 if n % args.fold_every == 0:
@@ -137,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--held", type=int, nargs="+", default=[0, 1000, 5000, 50000])
     parser.add_argument("--adds", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--adds-per-import", type=int, default=10)
     parser.add_argument("--fold-every", type=int, default=250)
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     args = parser.parse_args(argv)

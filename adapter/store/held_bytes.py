@@ -5,14 +5,15 @@ HOLDING`), and committed imports hold theirs until the purge removes their recor
 sum over those imports cost every add in proportion to them, so the store keeps the total
 (migration ``0012``):
 
-* a trigger on ``imports`` appends a row to ``held_bytes_changes`` whenever an import's share
-  moves (an add, a replace, an abort or expiry, the purge), whoever writes it;
+* a trigger on ``imports`` adds each change of an import's share (an add, a replace, an abort or
+  expiry, the purge), whoever writes it, to ``held_bytes_changes``: one row per tenant and
+  database connection, so a connection only ever waits for itself;
 * :func:`fold_held_bytes` (every maintenance pass) moves those rows into ``tenant_held_bytes``;
-* :func:`held_bytes_of` is the tenant's total plus its changes not folded yet: what an add checks,
-  at the cost of a primary-key lookup and a few seconds' worth of changes.
+* :func:`held_bytes_of` is the tenant's total plus its rows not folded yet: what an add checks, at
+  the cost of a primary-key lookup and about one row per connection that changed it lately.
 
-Appending instead of updating one counter row per tenant keeps concurrent adds of a tenant from
-waiting on each other, and a pass that changes many imports from deadlocking against them.
+One counter row per tenant that every add updated would make a tenant's concurrent adds wait for
+each other, and a pass that changes many imports could deadlock against them.
 :func:`recount_held_bytes` sums the imports themselves, for the checks that the two agree.
 """
 
@@ -31,6 +32,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    tuple_,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
@@ -68,11 +70,19 @@ def has_changes_to_fold(session: Session) -> bool:
 
 def fold_held_bytes(session: Session) -> int:
     """Move the changes into the tenants' totals, in the caller's transaction; how many tenants'
-    totals moved. Each change is moved once: on PostgreSQL the ``DELETE ... RETURNING`` that takes
-    them feeds the update of the totals in one statement (a concurrent fold waits for the rows and
-    then skips them), on SQLite the write transaction holds every other writer off."""
+    totals moved. Each change is moved once. On PostgreSQL the ``DELETE ... RETURNING`` that takes
+    them feeds the update of the totals in one statement, and it skips the rows a transaction in
+    flight holds (``SKIP LOCKED``): a fold never waits for an add, nor a concurrent fold for it,
+    and what it skips the next one moves. On SQLite the write transaction holds every other writer
+    off."""
     if session.connection().dialect.name == "postgresql":
-        moved = delete(_changes).returning(_changes.c.tenant, _changes.c.change).cte("moved")
+        free = select(_changes.c.tenant, _changes.c.backend).with_for_update(skip_locked=True)
+        moved = (
+            delete(_changes)
+            .where(tuple_(_changes.c.tenant, _changes.c.backend).in_(free))
+            .returning(_changes.c.tenant, _changes.c.change)
+            .cte("moved")
+        )
         summed = (
             select(moved.c.tenant, func.sum(moved.c.change))
             .group_by(moved.c.tenant)

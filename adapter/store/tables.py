@@ -146,16 +146,20 @@ class TenantHeldBytesRow(Base):
 
 
 class HeldBytesChangeRow(Base):
-    """One change of what a tenant holds: written by the trigger on ``imports`` whenever a row's
-    share (its ``staged_bytes`` while it is :data:`HOLDING`, else 0) moves. Appended, never updated,
-    so concurrent adds of one tenant wait on no shared row; maintenance folds them into
-    :class:`TenantHeldBytesRow` every pass (``quota_reads.fold_held_bytes``), so a tenant has at most
-    a few seconds' worth."""
+    """What a tenant's imports gained or lost since the last fold, by one database connection (its
+    PostgreSQL backend pid; 0 on SQLite, which has one writer): the trigger on ``imports`` adds an
+    import's change of share (its ``staged_bytes`` while it is :data:`HOLDING`, else 0) to the row
+    of the connection that made it. A connection only changes its own row, so concurrent adds of a
+    tenant wait on no shared row; maintenance folds the rows into :class:`TenantHeldBytesRow`
+    every pass (``held_bytes.fold_held_bytes``), so a tenant has about one per busy connection."""
 
     __tablename__ = "held_bytes_changes"
+    # A tenth-full page on PostgreSQL: the connections' rows spread over several pages instead of
+    # sharing one that every add's update would lock in turn.
+    __table_args__ = {"postgresql_with": {"fillfactor": 10}}
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    tenant: Mapped[str] = mapped_column(String(200), index=True)
+    tenant: Mapped[str] = mapped_column(String(200), primary_key=True)
+    backend: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     change: Mapped[int] = mapped_column(BigInteger, nullable=False)
 
 

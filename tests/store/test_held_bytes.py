@@ -9,7 +9,6 @@ and, on PostgreSQL, concurrent writers and folds.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -164,14 +163,10 @@ def test_the_migration_counts_what_a_store_already_holds(db_url: str) -> None:
             )
         upgrade(db_url)
         with engine.connect() as connection:
-            assert _triggers(connection) >= {
-                "held_bytes_on_insert",
-                "held_bytes_on_update",
-                "held_bytes_on_delete",
-            }
+            assert _triggers(connection) >= TRIGGERS
             totals = dict(connection.execute(text("SELECT tenant, bytes FROM tenant_held_bytes")).all())
             assert totals == {"acme": 350}
-            assert connection.execute(select(HeldBytesChangeRow.id)).all() == []
+            assert connection.execute(select(HeldBytesChangeRow.tenant)).all() == []
 
         downgrade(db_url, "0011")  # and back: the sum's index again, no triggers
         with engine.connect() as connection:
@@ -192,11 +187,7 @@ def _triggers(connection: Connection) -> set[str]:
 def test_the_triggers_are_in_place_at_the_head_revision(store: Store) -> None:
     """A migration that rebuilds ``imports`` on SQLite (a batch copy) would drop them silently."""
     with store.engine.connect() as connection:
-        assert _triggers(connection) >= {
-            "held_bytes_on_insert",
-            "held_bytes_on_update",
-            "held_bytes_on_delete",
-        }
+        assert _triggers(connection) >= TRIGGERS
 
 
 _TENANTS = ("acme", "globex")
@@ -286,30 +277,48 @@ def test_two_adds_of_one_tenant_do_not_wait_for_each_other(pg_store: Store) -> N
 
 @pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
 def test_concurrent_folds_move_each_change_once(pg_store: Store) -> None:
+    """A fold skips the rows another fold holds (and moves them never twice), without waiting."""
     imports = ImportRow.__table__
     with pg_store.engine.begin() as connection:
-        connection.execute(
-            insert(imports), [_import_row(f"i{n}", f"t{n % 3}", "open", 10 * (n + 1)) for n in range(30)]
-        )
+        rows = [_import_row(f"i{n}", f"t{n % 3}", "open", 10 * (n + 1)) for n in range(30)]
+        connection.execute(insert(imports), rows)
     expected = assert_kept(pg_store)
     with pg_store.unit_of_work() as first:
-        assert held_bytes.fold_held_bytes(first.session) == 3  # holds the changes' rows until it commits
-        later: list[int] = []
-        second = threading.Thread(target=lambda: later.append(fold(pg_store)))
-        second.start()
-        second.join(0.5)
-        assert second.is_alive()  # waiting for the first fold's rows
-        with pg_store.engine.begin() as connection:  # a change neither fold has seen yet
-            connection.execute(update(imports).where(imports.c.id == "i0").values(staged_bytes=5))
+        assert held_bytes.fold_held_bytes(first.session) == 3  # holds the rows it took until it commits
+        assert _fold_waiting_at_most_a_second(pg_store) == 0  # the second finds nothing free
         first.commit()
-    second.join(10)
-    assert later == [0]  # the first fold's rows were gone; the new change came after its snapshot
-    expected["t0"] -= 5
     assert assert_kept(pg_store) == expected
-    assert fold(pg_store) == 1
+    assert fold(pg_store) == 0
+
+
+@pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
+def test_a_fold_leaves_an_add_in_flight_for_the_next_one(pg_store: Store) -> None:
+    """The row of a connection whose add has not committed is skipped, not waited for: a fold never
+    stalls behind a request, and the change is moved once it has committed."""
+    imports = ImportRow.__table__
+    with pg_store.engine.begin() as connection:
+        connection.execute(insert(imports), [_import_row("a", "acme", "open", 100)])
+        connection.execute(insert(imports), [_import_row("g", "globex", "open", 50)])
+    fold(pg_store)
+    with pg_store.engine.connect() as adding:
+        adding.execute(update(imports).where(imports.c.id == "a").values(staged_bytes=300))  # in flight
+        with pg_store.engine.begin() as other:  # another connection, committed
+            other.execute(update(imports).where(imports.c.id == "g").values(staged_bytes=70))
+        assert _fold_waiting_at_most_a_second(pg_store) == 1  # globex only
+        adding.commit()
+    assert assert_kept(pg_store) == {"acme": 300, "globex": 70}
+    assert fold(pg_store) == 1  # acme, now
     with pg_store.reading() as uow:
-        assert counted_held_bytes(uow.session) == expected
+        assert counted_held_bytes(uow.session) == {"acme": 300, "globex": 70}
         assert not has_changes_to_fold(uow.session)
+
+
+def _fold_waiting_at_most_a_second(store: Store) -> int:
+    with store.unit_of_work() as uow:
+        uow.session.execute(text("SET LOCAL lock_timeout = '1s'"))
+        moved = held_bytes.fold_held_bytes(uow.session)
+        uow.commit()
+        return moved
 
 
 def test_maintenance_folds_without_a_write_when_nothing_changed(ctx: ServiceContext) -> None:
