@@ -9,7 +9,6 @@ and, on PostgreSQL, concurrent writers and folds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -248,67 +247,59 @@ def _write(connection: Connection, kind: str, args: list[Any], made: int) -> int
 # --- PostgreSQL: concurrent writers and folds --------------------------------------------------
 
 
-@pytest.fixture
-def pg_store(db_url: str) -> Iterator[Store]:
-    upgrade(db_url)
-    store = Store.from_url(db_url)
-    yield store
-    store.dispose()
-
-
 @pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
-def test_two_adds_of_one_tenant_do_not_wait_for_each_other(pg_store: Store) -> None:
+def test_two_adds_of_one_tenant_do_not_wait_for_each_other(store: Store) -> None:
     """Each change is a row of its own: a counter row that every add updated would make the second
     add wait for the first one's transaction (here: fail its one-second lock timeout)."""
-    with pg_store.engine.begin() as connection:
+    with store.engine.begin() as connection:
         connection.execute(
             insert(ImportRow.__table__),
             [_import_row("a", "acme", "open", 0), _import_row("b", "acme", "open", 0)],
         )
     imports = ImportRow.__table__
-    with pg_store.engine.connect() as first, pg_store.engine.connect() as second:
+    with store.engine.connect() as first, store.engine.connect() as second:
         first.execute(update(imports).where(imports.c.id == "a").values(staged_bytes=100))  # not committed
         second.execute(text("SET lock_timeout = '1s'"))
         second.execute(update(imports).where(imports.c.id == "b").values(staged_bytes=200))
         second.commit()
         first.commit()
-    assert assert_kept(pg_store) == {"acme": 300}
+    assert assert_kept(store) == {"acme": 300}
 
 
 @pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
-def test_concurrent_folds_move_each_change_once(pg_store: Store) -> None:
+def test_concurrent_folds_move_each_change_once(store: Store) -> None:
     """A fold skips the rows another fold holds (and moves them never twice), without waiting."""
     imports = ImportRow.__table__
-    with pg_store.engine.begin() as connection:
+    with store.engine.begin() as connection:
         rows = [_import_row(f"i{n}", f"t{n % 3}", "open", 10 * (n + 1)) for n in range(30)]
         connection.execute(insert(imports), rows)
-    expected = assert_kept(pg_store)
-    with pg_store.unit_of_work() as first:
+    expected = assert_kept(store)
+    with store.unit_of_work() as first:
         assert held_bytes.fold_held_bytes(first.session) == 3  # holds the rows it took until it commits
-        assert _fold_waiting_at_most_a_second(pg_store) == 0  # the second finds nothing free
+        assert _fold_waiting_at_most_a_second(store) == 0  # the second finds nothing free
         first.commit()
-    assert assert_kept(pg_store) == expected
-    assert fold(pg_store) == 0
+    assert assert_kept(store) == expected
+    assert fold(store) == 0
 
 
 @pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
-def test_a_fold_leaves_an_add_in_flight_for_the_next_one(pg_store: Store) -> None:
+def test_a_fold_leaves_an_add_in_flight_for_the_next_one(store: Store) -> None:
     """The row of a connection whose add has not committed is skipped, not waited for: a fold never
     stalls behind a request, and the change is moved once it has committed."""
     imports = ImportRow.__table__
-    with pg_store.engine.begin() as connection:
+    with store.engine.begin() as connection:
         connection.execute(insert(imports), [_import_row("a", "acme", "open", 100)])
         connection.execute(insert(imports), [_import_row("g", "globex", "open", 50)])
-    fold(pg_store)
-    with pg_store.engine.connect() as adding:
+    fold(store)
+    with store.engine.connect() as adding:
         adding.execute(update(imports).where(imports.c.id == "a").values(staged_bytes=300))  # in flight
-        with pg_store.engine.begin() as other:  # another connection, committed
+        with store.engine.begin() as other:  # another connection, committed
             other.execute(update(imports).where(imports.c.id == "g").values(staged_bytes=70))
-        assert _fold_waiting_at_most_a_second(pg_store) == 1  # globex only
+        assert _fold_waiting_at_most_a_second(store) == 1  # globex only
         adding.commit()
-    assert assert_kept(pg_store) == {"acme": 300, "globex": 70}
-    assert fold(pg_store) == 1  # acme, now
-    with pg_store.reading() as uow:
+    assert assert_kept(store) == {"acme": 300, "globex": 70}
+    assert fold(store) == 1  # acme, now
+    with store.reading() as uow:
         assert counted_held_bytes(uow.session) == {"acme": 300, "globex": 70}
         assert not has_changes_to_fold(uow.session)
 
