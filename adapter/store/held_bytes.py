@@ -93,6 +93,7 @@ def fold_held_bytes(session: Session) -> int:
             index_elements=[_totals.c.tenant], set_={"bytes": _totals.c.bytes + into.excluded.bytes}
         )
         return len(session.execute(upsert.returning(_totals.c.tenant)).all())
+    # ``WHERE true``: SQLite's documented way to keep ``INSERT ... SELECT ... ON CONFLICT`` unambiguous.
     summed = select(_changes.c.tenant, func.sum(_changes.c.change)).where(true()).group_by(_changes.c.tenant)
     lite = sqlite.insert(_totals).from_select(["tenant", "bytes"], summed)
     folded = session.execute(

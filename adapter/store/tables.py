@@ -100,7 +100,7 @@ HOLDING = "staged_bytes > 0 AND state <> 'aborted' AND state <> 'expired'"
 """Imports that hold staged bytes for the tenant's quota (aborted and expired ones dropped theirs).
 The store keeps their total per tenant (:class:`TenantHeldBytesRow`), moved by a trigger on
 ``imports`` that says the same in SQL (migration ``0012``); this predicate is what it is checked
-against (``quota_reads.recount_held_bytes``)."""
+against (``held_bytes.recount_held_bytes``)."""
 
 
 class ImportRow(Base):
