@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -42,6 +43,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -451,21 +453,52 @@ def _dialect(kit: Kit) -> str:
     return kit.service.ctx.store.engine.dialect.name
 
 
-def explain(kit: Kit, statement: str, parameters: Any) -> list[str]:
+def explain(kit: Kit, statement: str, parameters: Any, *, prepared: bool = False) -> list[str]:
     """The database's plan of ``statement`` with ``parameters``: PostgreSQL's ``EXPLAIN`` lines, or
     SQLite's ``EXPLAIN QUERY PLAN`` details (in a transaction rolled back: a plan changes nothing,
-    but on PostgreSQL the statement may take row locks if run)."""
+    but on PostgreSQL the statement may take row locks if run). ``prepared`` (PostgreSQL): the plan
+    the statement runs with once prepared and run a few times (``_prepared_plan``)."""
     sqlite = _dialect(kit) == "sqlite"
     connection = kit.service.ctx.store.engine.raw_connection()
     try:
         driver: Any = connection.driver_connection
-        cursor = driver.cursor()
-        cursor.execute(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement, parameters)
-        plan = [str(row[3] if sqlite else row[0]) for row in cursor.fetchall()]
+        if prepared:
+            plan = _prepared_plan(driver, statement, parameters)
+        else:
+            cursor = driver.cursor()
+            cursor.execute(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement, parameters)
+            plan = [str(row[3] if sqlite else row[0]) for row in cursor.fetchall()]
         driver.rollback()
         return plan
     finally:
         connection.close()
+
+
+CUSTOM_PLANS = 5
+"""Runs of a prepared statement that PostgreSQL plans for their values before it weighs one plan for
+any values (a generic plan), which it keeps if its estimated cost is about theirs (plancache.c)."""
+
+
+def _prepared_plan(driver: Any, statement: str, parameters: dict[str, Any]) -> list[str]:
+    """The plan PostgreSQL settles on for ``statement`` (psycopg's ``%(name)s`` parameters) prepared
+    and run with ``parameters`` more than :data:`CUSTOM_PLANS` times: the plan of every later run.
+
+    psycopg prepares a statement at its fifth use on a connection (the driver's at the first). A
+    generic plan knows no parameter's value, so a constant the query is written for must be in its
+    text (``store/plan_terms.py``): bound as a parameter, the kinds of ``get_operation_status``'s
+    read by key left the index's second column unused."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda found: f"${names.index(found.group(1)) + 1}", statement)
+    cursor = psycopg.ClientCursor(driver)  # EXECUTE takes its arguments as literals
+    cursor.execute(f"PREPARE settling AS {numbered}")
+    try:
+        marks = ", ".join("%s" for _ in names)
+        for _ in range(CUSTOM_PLANS + 1):
+            cursor.execute(f"EXPLAIN EXECUTE settling({marks})", [parameters[name] for name in names])
+            plan = [str(row[0]) for row in cursor.fetchall()]
+        return plan
+    finally:
+        cursor.execute("DEALLOCATE settling")
 
 
 def seq_scans(plan: Sequence[str]) -> list[str]:

@@ -106,7 +106,7 @@ def abort_import(
             outcome = _state_of(ctx, import_id)
         return AbortResult(handle=handle, status=outcome, abort_requested=outcome in _STILL_COMMITTING)
     if outcome == "compensate":
-        with ctx.store.unit_of_work() as uow:
+        with ctx.store.reading() as uow:
             import_id = find_import(uow, principal, handle).id
         outcome = compensate_import(ctx, import_id, reason="aborted by its owner", principal=principal)
     return AbortResult(handle=handle, status=outcome)
@@ -135,7 +135,7 @@ _POLL_SECONDS = 0.25
 
 
 def _state_of(ctx: ServiceContext, import_id: str) -> str:
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         return _import(uow, import_id).state
 
 
@@ -147,7 +147,7 @@ def settle_abort_request(ctx: ServiceContext, import_id: str) -> None:
     nothing to do. Safe to call again; the runner calls it after each run, the reconciler after
     each resolution, and maintenance for imports a crash left behind.
     """
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = _import(uow, import_id)
         asked = uow.operations.abort_requested(import_id)
         state, count, size = row.state, row.record_count, row.staged_bytes or 0
@@ -178,7 +178,7 @@ def compensate_import(
     """
     compensation_id = retry_on_conflict(lambda: _start(ctx, import_id, reason, principal))
     if compensation_id is None:
-        with ctx.store.unit_of_work() as uow:
+        with ctx.store.reading() as uow:
             return _import(uow, import_id).state
     return _void(ctx, import_id, compensation_id)
 
@@ -228,7 +228,7 @@ def _start(ctx: ServiceContext, import_id: str, reason: str, principal: Principa
 
 
 def _void(ctx: ServiceContext, import_id: str, compensation_id: str) -> str:
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         compensation = _compensation(uow, import_id)
         if compensation.id != compensation_id:
             raise InvalidState(f"import {import_id} has another compensation than {compensation_id}")

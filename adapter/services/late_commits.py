@@ -101,7 +101,7 @@ def watch_recent_verdicts(ctx: ServiceContext, *, limit: int = 100) -> list[Late
 def late_commit_counts(ctx: ServiceContext) -> dict[str, int]:
     """{finding: events} of late commits found (what the metric shows)."""
     counts: dict[str, int] = {}
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         for detail in event_details(uow.session, LATE_COMMIT_EVENT):
             finding = str((detail or {}).get("finding", "unknown"))
             counts[finding] = counts.get(finding, 0) + 1
@@ -131,7 +131,7 @@ def _recent_imports(ctx: ServiceContext, limit: int) -> list[str]:
 
 
 def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         operations = [
             (op.id, op.batch_ref, op.status, (op.result or {}).get("legacy_batch_id"))
             for op in uow.operations.for_import(import_id)
@@ -209,7 +209,7 @@ def void_repeated_commit(
     every one holds exactly the import's records they are the same work: the oldest stays, the rest
     are voided and counted (``duplicate_voided``), and the status of the one left is returned to be
     judged. Otherwise, or when a VOID fails, ``status`` comes back as it was (``needs_operator``)."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = uow.imports.get(import_id)
         staged = row.record_count if row is not None else None
     first, *extra = status.batches

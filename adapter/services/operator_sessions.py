@@ -60,7 +60,7 @@ class OperatorSessions:
         """The role of a live session, or None (unknown, expired or revoked)."""
         if not session_id or len(session_id) > 200:
             return None
-        with self.store.unit_of_work() as uow:
+        with self.store.reading() as uow:
             row = OperatorSessionRepository(uow.session).get(_digest(session_id))
         if row is None or row.expires_at <= self.clock():
             return None

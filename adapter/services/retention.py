@@ -165,7 +165,7 @@ def _purge_events(paced: _Paced, ctx: ServiceContext, cutoff: datetime, batch: i
     """Purge events older than ``cutoff``, oldest first, each batch reading on after the last one
     the batch before it deleted (on PostgreSQL a deleted row stays in the index until a vacuum:
     a batch that started from the first event again stepped over every one deleted before it)."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         after, below = uow.retention.event_span(cutoff)
 
     def one_batch(retention: RetentionRepository) -> int:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, select
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.orm import InstrumentedAttribute, Session
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy import delete, exists, select
+from sqlalchemy.orm import Session
 
+from adapter.store.plan_terms import constant, filter_only
 from adapter.store.tables import EventRow, ImportRow, OperationRow, StagedChunkRow
 
 __all__ = [
@@ -20,6 +18,7 @@ __all__ = [
     "not_committed_verdicts",
     "recently_doubted_commits",
 ]
+
 
 def delete_staged_range(session: Session, import_id: str, after_seq: int, up_to_seq: int) -> int:
     """Delete the chunks of records that end at positions ``after_seq < last_seq <= up_to_seq`` (the
@@ -51,35 +50,6 @@ def event_details(session: Session, kind: str) -> list[dict[str, Any] | None]:
     return list(session.scalars(select(EventRow.detail).where(EventRow.kind == kind)))
 
 
-class filter_only(FunctionElement[Any]):
-    """A column as a filter the query planner does not turn into an index key.
-
-    SQLite plans without statistics (the kit never runs ``ANALYZE``) and takes an equality on an
-    indexed column for a selective one: ``status IN ('failed', 'succeeded')`` walked every finished
-    operation through the status index and sorted them, instead of reading the last minutes through
-    ``ix_operations_updated`` (101x at 200,000 imports, bench/history.py). SQLite's unary ``+``
-    keeps a term out of index selection and changes no value; PostgreSQL, which plans from
-    statistics, gets the column as it is.
-    """
-
-    name = "filter_only"
-    inherit_cache = True
-
-    def __init__(self, column: ColumnElement[Any] | InstrumentedAttribute[Any]) -> None:
-        super().__init__(column)
-        self.type = column.type  # values compared with it are bound as the column's own
-
-
-@compiles(filter_only)
-def _filter_only(element: filter_only, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.clauses, **kw)
-
-
-@compiles(filter_only, "sqlite")
-def _filter_only_sqlite(element: filter_only, compiler: SQLCompiler, **kw: Any) -> str:
-    return "+" + compiler.process(element.clauses, **kw)
-
-
 def recently_doubted_commits(
     session: Session, since: datetime, limit: int, reconciled: str
 ) -> list[tuple[str, str]]:
@@ -90,14 +60,14 @@ def recently_doubted_commits(
     COMMIT as a second batch. Commits nobody reconciled never crowd them out of ``limit``."""
     judged = (
         select(EventRow.id)
-        .where(EventRow.operation_id == OperationRow.id, EventRow.kind == reconciled)
+        .where(EventRow.operation_id == OperationRow.id, EventRow.kind == constant(reconciled))
         .exists()
     )
     query = (
         select(OperationRow.import_id, OperationRow.id)
         .where(
-            filter_only(OperationRow.status).in_(("failed", "succeeded")),
-            OperationRow.kind == "commit",
+            filter_only(OperationRow.status).in_([constant("failed"), constant("succeeded")]),
+            OperationRow.kind == constant("commit"),
             OperationRow.updated_at >= since,
             OperationRow.import_id.is_not(None),
             judged,

@@ -27,12 +27,13 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from adapter.domain.errors import StoreConflict
 from adapter.domain.states import OperationKind
 from adapter.store.driver import run_on_driver
 from adapter.store.notify import remember_events
+from adapter.store.plan_terms import constant
 from adapter.store.staged import join_records, split_records, staged_window
 from adapter.store.tables import (
     OPERATION_BY_KEY,
@@ -376,6 +377,27 @@ def _holding(held: dict[int, tuple[int, list[str]]], seq: int) -> list[tuple[int
     return [(first, records) for last, (first, records) in held.items() if first <= seq <= last]
 
 
+def _latest_by_key() -> Select[tuple[OperationRow]]:
+    """``OperationRepository.latest_by_key``'s statement, built once: building an aliased union of
+    six selects cost more than running it (about 1.5 ms a call)."""
+    under_key = union_all(
+        *(
+            select(OperationRow).where(
+                OperationRow.tenant == bindparam("tenant"),
+                OperationRow.principal == bindparam("principal"),
+                OperationRow.kind == constant(kind.value),
+                OperationRow.idempotency_key == bindparam("key"),
+            )
+            for kind in OperationKind
+        )
+    ).subquery("under_key")
+    newest = aliased(OperationRow, under_key)
+    return select(newest).order_by(newest.created_at.desc(), newest.id.desc()).limit(1)
+
+
+_LATEST_BY_KEY = _latest_by_key()
+
+
 class OperationRepository(_RowRepository[OperationRow]):
     _model = OperationRow
 
@@ -386,19 +408,13 @@ class OperationRepository(_RowRepository[OperationRow]):
     def latest_by_key(self, tenant: str, principal: str, key: str) -> OperationRow | None:
         """The newest operation of any kind under ``key`` (keys are unique per kind).
 
-        The kinds are named, so the unique index (tenant, principal, kind, key) finds the few rows
-        under the key; without them it reads every operation of the principal (issue 25)."""
-        return self._session.scalars(
-            select(OperationRow)
-            .where(
-                OperationRow.tenant == tenant,
-                OperationRow.principal == principal,
-                OperationRow.kind.in_([kind.value for kind in OperationKind]),
-                OperationRow.idempotency_key == key,
-            )
-            .order_by(OperationRow.created_at.desc(), OperationRow.id.desc())
-            .limit(1)
-        ).one_or_none()
+        One lookup per kind, each naming its kind in the statement's text (``plan_terms.py``), so
+        the unique index (tenant, principal, kind, key) finds the few rows under the key whatever
+        the plan. Without the kinds it read every operation of the principal (issue 25); with them
+        as one ``kind IN (...)``, the plan PostgreSQL settled on for the prepared statement still
+        did, filtering them by kind (1.9 ms against 0.05 ms at 100,000 imports)."""
+        found = self._session.scalars(_LATEST_BY_KEY, {"tenant": tenant, "principal": principal, "key": key})
+        return found.one_or_none()
 
     def for_import(self, import_id: str) -> list[OperationRow]:
         return list(
@@ -549,14 +565,20 @@ class OperationRepository(_RowRepository[OperationRow]):
     def reconcile_candidates(
         self, kind: str, unknown: str, running: str, now: datetime, limit: int
     ) -> list[str]:
-        """Ids of ``kind`` operations in ``unknown``, or ``running`` with no live lease; oldest first."""
+        """Ids of ``kind`` operations in ``unknown``, or ``running`` with no live lease; oldest first.
+
+        The kind and the states are in the text (``plan_terms.py``): a plan for any states read
+        every commit in ``updated_at`` order (277x at 100,000 imports, had PostgreSQL kept it)."""
         lease_over = or_(OperationRow.lease_expires_at.is_(None), OperationRow.lease_expires_at <= now)
         return list(
             self._session.scalars(
                 select(OperationRow.id)
                 .where(
-                    OperationRow.kind == kind,
-                    or_(OperationRow.status == unknown, (OperationRow.status == running) & lease_over),
+                    OperationRow.kind == constant(kind),
+                    or_(
+                        OperationRow.status == constant(unknown),
+                        (OperationRow.status == constant(running)) & lease_over,
+                    ),
                 )
                 .order_by(OperationRow.updated_at)
                 .limit(limit)

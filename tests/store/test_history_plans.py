@@ -78,6 +78,40 @@ def test_no_hot_query_reads_a_history_table_whole(loaded: Kit) -> None:
 
 @needs_postgres
 @pytest.mark.postgres
+def test_no_hot_query_once_prepared_reads_a_history_table_whole(loaded: Kit) -> None:
+    """psycopg prepares every statement by its fifth use on a connection, and PostgreSQL may then
+    keep one plan for any parameters: the plan each settles on reads through an index too."""
+    plans = [
+        (sql, history.explain(loaded, sql, params, prepared=True))
+        for sql, params in history.hot_statements(loaded)
+    ]
+
+    assert len(plans) >= 15
+    assert _scans(plans) == {}
+
+
+@needs_postgres
+@pytest.mark.postgres
+def test_once_prepared_the_read_by_key_finds_its_rows_by_the_whole_key(loaded: Kit) -> None:
+    """``get_operation_status`` by key: with the kinds bound as parameters, or as one ``IN`` list,
+    the plan PostgreSQL settled on found the principal's every operation by tenant and principal and
+    filtered them by kind (``plan_terms.py``)."""
+    key = "by-key-plan"
+    handle = loaded.service.begin(history.PRINCIPAL, "customers", idempotency_key=key).handle
+    with history.captured_sql(loaded) as seen:
+        loaded.service.operation_status(history.PRINCIPAL, idempotency_key=key)
+    loaded.service.abort(history.PRINCIPAL, handle)
+    [(sql, params)] = [(sql, params) for sql, params in seen if "idempotency_key = " in sql]
+
+    plan = history.explain(loaded, sql, params, prepared=True)
+
+    reads = [line for line in plan if "uq_operations_tenant_principal_kind_idempotency_key" in line]
+    assert reads, "\n".join(plan)
+    assert not [line for line in plan if "Filter:" in line and "kind" in line], "\n".join(plan)
+
+
+@needs_postgres
+@pytest.mark.postgres
 def test_the_add_reads_what_its_tenant_holds_by_key(loaded: Kit) -> None:
     """Not a sum over the tenant's imports (about 1,000 of them hold bytes here): its total, in a
     table of a row per tenant (21 here, which the planner reads whole), and its changes not folded."""
@@ -96,7 +130,7 @@ def test_without_its_index_the_late_commit_watch_reads_every_operation(loaded: K
     watch = [
         (sql, params)
         for sql, params in history.hot_statements(loaded)
-        if "operation.reconciled" in str(params)
+        if "operation.reconciled" in sql
     ]
     assert watch
     connection = loaded.service.ctx.store.engine.raw_connection()

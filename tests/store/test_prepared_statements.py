@@ -24,6 +24,7 @@ from sqlalchemy.exc import InternalError
 from adapter.store import Store
 from adapter.store.driver import compiled_for, driver_value, run_on_driver
 from adapter.store.migrate import upgrade
+from adapter.store.probe import probe_write
 from adapter.store.staging import _ADD_IF_ALLOWED
 from adapter.store.tables import EventRow, ImportRow
 from tests.support.postgres import postgres_schema, schema_url
@@ -107,6 +108,17 @@ def test_a_unit_of_work_that_rolls_back_drops_them(pg_store: Store) -> None:
         uow.events.latest_id()
 
     assert _prepared(pg_store) == 0
+
+
+@pytest.mark.postgres
+def test_the_readiness_probe_keeps_them(pg_store: Store) -> None:
+    """/readyz writes (a read-only store must fail it) and commits: a probe every few seconds would
+    otherwise drop a pooled connection's statements each time."""
+    _prepare_one(pg_store)
+
+    probe_write(pg_store)
+
+    assert _prepared(pg_store) >= 1
 
 
 @pytest.mark.postgres

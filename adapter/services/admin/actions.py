@@ -51,7 +51,7 @@ def act(
     if reason is not None and "\x00" in reason:
         raise InvalidRequest("the reason may not contain NUL characters")
     require_storable(operation_id=operation_id, reason=reason)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = uow.operations.get(operation_id)
         if row is None:
             raise OperationNotFound()
@@ -66,7 +66,7 @@ def act(
         _audit(ctx, operation_id, actor, action, reason, f"refused: {type(exc).__name__}")
         raise
     _audit(ctx, operation_id, actor, action, reason, outcome)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = uow.operations.get(operation_id)
         if row is None:  # purged while the action ran
             raise OperationNotFound()

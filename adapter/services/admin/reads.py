@@ -163,7 +163,7 @@ def list_operations(
     """Every principal's operations, newest first, filtered. Raises InvalidRequest, InvalidCursor."""
     require_storable_values("a filter", asdict(filters).values())
     equal = {name: getattr(filters, name) for name in _OPERATION_COLUMNS}
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         rows, next_cursor = _page(
             ctx,
             "admin/operations",
@@ -186,7 +186,7 @@ def list_imports(
         "tenant": filters.tenant,
         "target": filters.target,
     }
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         rows, next_cursor = _page(
             ctx,
             "admin/imports",
@@ -200,7 +200,7 @@ def list_imports(
 
 def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
     require_storable(operation_id=operation_id)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = uow.operations.get(operation_id)
         if row is None:
             raise OperationNotFound()
@@ -234,7 +234,7 @@ def get_operation(ctx: ServiceContext, operation_id: str) -> OperationDetail:
 
 def get_import(ctx: ServiceContext, import_id: str) -> tuple[ImportRecord, list[OperationRecord]]:
     require_storable(import_id=import_id)
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = uow.imports.get(import_id)
         if row is None:
             raise ImportNotFound()
@@ -242,13 +242,13 @@ def get_import(ctx: ServiceContext, import_id: str) -> tuple[ImportRecord, list[
 
 
 def status_counts(ctx: ServiceContext) -> dict[str, int]:
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         return uow.operations.count_by_status()
 
 
 def unresolved_age_seconds(ctx: ServiceContext) -> float:
     """Reconciliation lag: how long the oldest operation that still needs resolving has waited."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         oldest = uow.operations.oldest_update(sorted(s.value for s in OPERATION_UNRESOLVED))
     if oldest is None:
         return 0.0

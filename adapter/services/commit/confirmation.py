@@ -224,7 +224,7 @@ def commit_subject(ctx: ServiceContext, principal: Principal, handle: str) -> Co
     Raises HandleNotFound. An import that cannot be committed gets no question: the commit
     itself then says why (expired, aborted, already committed, empty).
     """
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         row = find_import(uow, principal, handle)
         if effective_state(row, ctx.clock()) is not ImportState.OPEN or row.record_count == 0:
             return None
@@ -235,7 +235,7 @@ def void_subject(ctx: ServiceContext, principal: Principal, handle: str) -> Void
     """What a void confirmation would describe now; None unless aborting may void a batch.
 
     Raises HandleNotFound."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         return void_subject_of(find_import(uow, principal, handle))
 
 

@@ -123,5 +123,5 @@ def _record_late_commit(
 
 def current_answer(ctx: ServiceContext, claim: Claim) -> CommitResult:
     """The commit's answer as the store has it now (after another worker took it over or was handed it)."""
-    with ctx.store.unit_of_work() as uow:
+    with ctx.store.reading() as uow:
         return answer_from_record(*get_both(uow, claim), claim.handle)
