@@ -127,11 +127,7 @@ def test_the_add_reads_what_its_tenant_holds_by_key(loaded: Kit) -> None:
 @pytest.mark.postgres
 def test_without_its_index_the_late_commit_watch_reads_every_operation(loaded: Kit) -> None:
     """The check can fail: drop one index (in a transaction rolled back) and its query scans."""
-    watch = [
-        (sql, params)
-        for sql, params in history.hot_statements(loaded)
-        if "operation.reconciled" in sql
-    ]
+    watch = [(sql, params) for sql, params in history.hot_statements(loaded) if "operation.reconciled" in sql]
     assert watch
     connection = loaded.service.ctx.store.engine.raw_connection()
     try:
