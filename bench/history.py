@@ -16,6 +16,10 @@ Then, on the full database, the purge of about ``--purge-rows`` rows (the oldest
 retention cut-off) runs in a thread while another tenant polls ``get_import_status`` and adds
 records: its p99 during the purge against its p99 just before (target: within 3x).
 
+``--explain`` prints the plans of the hot statements that read a big table whole; on PostgreSQL
+also the plan each settles on once prepared (psycopg prepares every statement by its fifth use on a
+connection, and PostgreSQL may then keep one plan for any parameters).
+
 Usage::
 
     .venv/bin/python bench/history.py --database both --imports 1000000
@@ -516,15 +520,20 @@ def seq_scans(plan: Sequence[str]) -> list[str]:
 
 
 def print_plans(kit: Kit, *, verbose: bool = False) -> int:
-    """Print every hot statement whose plan reads a big table whole (``verbose``: every hot
-    statement's plan); how many read one whole."""
+    """Print every hot statement whose plan reads a big table whole, as run and, on PostgreSQL, as
+    settled on once prepared (``verbose``: every hot statement's plans); how many plans read one
+    whole."""
     bad = 0
     for statement, parameters in hot_statements(kit):
-        plan = explain(kit, statement, parameters)
-        scans = seq_scans(plan)
-        bad += bool(scans)
-        if scans or verbose:
-            print(" ".join(statement.split())[:300], "\n    " + "\n    ".join(plan), flush=True)
+        plans = {"plan": explain(kit, statement, parameters)}
+        if _dialect(kit) == "postgresql":
+            plans["prepared plan"] = explain(kit, statement, parameters, prepared=True)
+        for name, plan in plans.items():
+            scans = seq_scans(plan)
+            bad += bool(scans)
+            if scans or verbose:
+                shown = "\n    ".join(plan)
+                print(" ".join(statement.split())[:300], f"\n  {name}:\n    {shown}", flush=True)
     return bad
 
 
@@ -638,7 +647,7 @@ def measure(kind: str, args: argparse.Namespace, workdir: Path, address: tuple[s
             ratios = {step: round(full_ms[step] / empty_ms[step], 2) for step in STEPS}
             if args.explain:
                 scanning = print_plans(full, verbose=args.verbose)
-                print(f"hot statements with a sequential scan of a big table: {scanning}")
+                print(f"plans of hot statements with a sequential scan of a big table: {scanning}")
             purge = purge_stall(full, history, args.purge_rows, args.probe_calls) if args.purge_rows else None
         finally:
             empty.close()
