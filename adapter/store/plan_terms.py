@@ -5,10 +5,11 @@
   of the plans made for the values (a generic plan), and psycopg prepares every statement at its
   fifth use on a connection. A kind or a state bound as a parameter is unknown to that plan: the read
   of an operation by its key (``OperationRepository.latest_by_key``) named its six kinds as
-  parameters, and the generic plan PostgreSQL settled on found the principal's operations by the
-  index's first two columns and filtered every one of them by kind and key, not by the four
-  columns of the index (5.6x the time of a custom plan at 100,000 imports, 13x at 200,000;
-  ``bench/history.py``, ``tests/store/test_history_plans.py``).
+  parameters, and the generic plan PostgreSQL settled on read every entry of the principal in the
+  unique index (tenant, principal, kind, key), kind being no key of the scan (5.6x the time of a
+  custom plan at 100,000 imports, 13x at 200,000; ``bench/history.py``,
+  ``tests/store/test_history_plans.py``). Named as one ``IN`` list it still did, so that read is
+  one lookup per kind.
 * :class:`filter_only`: a column as a filter SQLite does not turn into an index key.
 """
 

@@ -377,7 +377,7 @@ def _holding(held: dict[int, tuple[int, list[str]]], seq: int) -> list[tuple[int
     return [(first, records) for last, (first, records) in held.items() if first <= seq <= last]
 
 
-def _latest_by_key() -> Select[tuple[OperationRow]]:
+def _latest_by_key() -> Select[OperationRow]:
     """``OperationRepository.latest_by_key``'s statement, built once: building an aliased union of
     six selects cost more than running it (about 1.5 ms a call)."""
     under_key = union_all(

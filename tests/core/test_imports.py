@@ -341,6 +341,21 @@ def test_operation_status_by_id_and_key_only_for_its_owner(
         service.operation_status(alice)
 
 
+def test_operation_status_by_key_answers_the_newest_of_its_kinds(
+    service: ImportService, alice: Principal
+) -> None:
+    """A key is unique per kind, so one key may name a begin and then its commit: by key, the
+    newest of them (one lookup per kind, ``OperationRepository.latest_by_key``)."""
+    handle = service.begin(alice, "customers", idempotency_key="both").handle
+    assert service.operation_status(alice, idempotency_key="both").kind == "begin"
+    service.add(alice, handle, [{"email": "a@example.com", "name": "A"}])
+
+    committed = service.commit(alice, handle, idempotency_key="both")
+
+    by_key = service.operation_status(alice, idempotency_key="both")
+    assert (by_key.kind, by_key.operation_id) == ("commit", committed.operation_id)
+
+
 def test_the_same_key_is_independent_per_tenant(service: ImportService, alice: Principal) -> None:
     namesake = Principal(subject=alice.subject, tenant="globex")
 
