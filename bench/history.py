@@ -416,7 +416,7 @@ def status_read_sql(kit: Kit, handle: str) -> tuple[str, Any]:
     """The ``get_import_status`` read as it runs, with the digest of ``handle``."""
     engine = kit.service.ctx.store.engine
     digest = kit.service.ctx.codec.digest(handle)
-    return str(IMPORT_WITH_OPERATIONS.compile(dialect=engine.dialect)), {"digest": digest}
+    return compiled_for(IMPORT_WITH_OPERATIONS, engine.dialect)[0], {"digest": digest}
 
 
 def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_import import PRINCIPAL, build_kit, make_records
 from harness import fresh_database, simulator
 
+from adapter.store.driver import compiled_for
 from adapter.store.notify import libpq_dsn
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 
@@ -54,7 +55,7 @@ async def measure(url: str, address: tuple[str, int], calls: int, rounds: int) -
     kit.service.commit(PRINCIPAL, handle)  # a status with one operation row besides the add
     digest = kit.service.ctx.codec.digest(handle)
     store = kit.service.ctx.store
-    sql = str(IMPORT_WITH_OPERATIONS.compile(dialect=store.engine.dialect))
+    sql, _ = compiled_for(IMPORT_WITH_OPERATIONS, store.engine.dialect)
     results: dict[str, list[tuple[float, float]]] = {"kit": [], "driver": []}
     async with (
         store.async_reads(),

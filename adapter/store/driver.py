@@ -6,7 +6,8 @@ times a second. Through SQLAlchemy each execution costs an execution context and
 would be compiled on every call, ~0.5 ms). Here each statement is compiled once per dialect and run
 on the driver's cursor in the session's own transaction, so the unit of work still commits or rolls
 back everything together. Values are converted once, here (``driver_value``), the way the ORM's
-column types store them; rows come back raw (naive UTC times).
+column types store them (times with ``tables.stored_time``, as ``UTCDateTime`` does); rows come
+back raw (naive UTC times: ``tables.loaded_time`` hands them out as the ORM does).
 
 Each is prepared on the server at its first use on a connection (psycopg's own threshold is the
 fifth), and PostgreSQL plans it for any values after a few runs: planning a statement with
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from psycopg.pq import ExecStatus
 from sqlalchemy import ClauseElement, Connection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from adapter.store.tables import stored_time
 
 __all__ = ["compiled_for", "driver_value", "run_on_driver"]
 
@@ -57,5 +60,5 @@ def driver_value(value: Any) -> Any:
     (what ``UTCDateTime`` stores). An aware time would reach PostgreSQL as ``timestamptz`` and be
     cast to ``timestamp`` in the session's time zone, shifted wherever that is not UTC."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return stored_time(value)
     return json.dumps(value) if isinstance(value, dict) else value

@@ -16,22 +16,24 @@ and run on the DB-API cursor: about 70 us on PostgreSQL with a server-side prepa
   loop (``Store.async_reads``); the read awaits the socket and never blocks the loop. SQLite reads
   a local file in WAL mode without waiting for writers (~50 us) and runs inline; anything else
   (no server loop, another loop) takes a worker thread.
-* **Times as the ORM hands them out:** aware UTC (``tables.UTCDateTime``).
+* **Times as the ORM hands them out:** aware UTC (``tables.loaded_time``, what ``UTCDateTime`` uses).
+* **Compiled like every statement run on a driver's cursor** (``driver.compiled_for``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, bindparam, literal_column, select
 
 from adapter.domain.errors import StoreUnavailable
 from adapter.domain.views import OperationSummary
+from adapter.store.driver import compiled_for
 from adapter.store.errors import raise_translated
 from adapter.store.notify import libpq_dsn
-from adapter.store.tables import ImportRow, OperationRow
+from adapter.store.tables import ImportRow, OperationRow, loaded_time
 
 __all__ = [
     "IMPORT_WITH_OPERATIONS",
@@ -99,21 +101,14 @@ _WIDTH = len(ImportFields._fields)  # the import's columns come first, then the 
 _IMPORT_TIMES = tuple(i for i, name in enumerate(ImportFields._fields) if name.endswith("_at"))
 
 
-def _utc(value: Any) -> datetime:
-    """A stored time (naive UTC; SQLite gives its text) as an aware UTC datetime."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
-
-
 def _assemble(rows: Sequence[Sequence[Any]]) -> ImportWithOperations | None:
     if not rows:
         return None
     first = list(rows[0][:_WIDTH])
     for i in _IMPORT_TIMES:
-        first[i] = _utc(first[i])
+        first[i] = loaded_time(first[i])
     operations = tuple(
-        OperationSummary(operation_id=op_id, kind=kind, status=status, created_at=_utc(created_at))
+        OperationSummary(operation_id=op_id, kind=kind, status=status, created_at=loaded_time(created_at))
         for op_id, kind, status, created_at in (r[_WIDTH:] for r in reversed(rows[:STATUS_OPERATIONS]))
         if op_id is not None
     )
@@ -127,7 +122,7 @@ class ImportReads:
         self._postgres = engine.dialect.name == "postgresql"
         self.engine = engine
         self._dbapi = engine.dialect.dbapi
-        self._sql = str(IMPORT_WITH_OPERATIONS.compile(dialect=self.engine.dialect))
+        self._sql, _ = compiled_for(IMPORT_WITH_OPERATIONS, engine.dialect)
         self._execute: Callable[[Any, str], None] = (
             self._execute_prepared if self._postgres else self._execute_plain
         )
@@ -177,7 +172,7 @@ class AsyncImportReads:
         self._pool_timeout = PoolTimeout
 
         conninfo = libpq_dsn(engine.url)
-        self._sql = str(IMPORT_WITH_OPERATIONS.compile(dialect=engine.dialect))
+        self._sql, _ = compiled_for(IMPORT_WITH_OPERATIONS, engine.dialect)
         self._dbapi = engine.dialect.dbapi
         self._pool = AsyncConnectionPool(
             conninfo,

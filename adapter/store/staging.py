@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -54,6 +54,7 @@ from adapter.store.tables import (
     ImportRow,
     OperationRow,
     StagedChunkRow,
+    loaded_time,
     utcnow,
 )
 
@@ -303,7 +304,7 @@ class StagingRepository:
                 state,
                 count - records,
                 staged - size,
-                expires_at.replace(tzinfo=UTC),  # as UTCDateTime hands it out
+                loaded_time(expires_at),
                 version - 1,
                 int(held),
                 written=True,

@@ -73,6 +73,20 @@ def new_event(
     }
 
 
+def stored_time(value: datetime) -> datetime:
+    """A time as the store keeps it: naive UTC. The one conversion on the way in, for the ORM's
+    columns (:class:`UTCDateTime`) and the driver's statements (``driver.driver_value``) alike."""
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def loaded_time(value: datetime | str) -> datetime:
+    """A stored time as the kit hands it out: aware UTC. The one conversion on the way out, for the
+    ORM's columns and the rows of the driver's statements (SQLite's driver gives its text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     impl = DateTime
     cache_ok = True
@@ -82,10 +96,10 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetimes are not accepted by the store")
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return stored_time(value)
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
+        return None if value is None else loaded_time(value)
 
 
 # BIGINT on PostgreSQL, INTEGER (the rowid alias, so it autoincrements) on SQLite.
