@@ -490,7 +490,7 @@ def _prepared_plan(driver: Any, statement: str, parameters: dict[str, Any]) -> l
     psycopg prepares a statement at its fifth use on a connection (the driver's at the first). A
     generic plan knows no parameter's value, so a constant the query is written for must be in its
     text (``store/plan_terms.py``): bound as a parameter, the kinds of ``get_operation_status``'s
-    read by key left the index's second column unused."""
+    read by key left the index's kind column out of the scan's key."""
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
     numbered = re.sub(r"%\((\w+)\)s", lambda found: f"${names.index(found.group(1)) + 1}", statement)
     cursor = psycopg.ClientCursor(driver)  # EXECUTE takes its arguments as literals
