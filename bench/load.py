@@ -30,11 +30,17 @@ statements and transactions per import, counted on the driver in every server pr
 (``bench/counting``). Targets (issue 25; they do not depend on the core count): the kit's server CPU per
 import <= 1.3x the naive wrapper's, two workers' <= 1.05x one worker's, the whole import's p50 <= 1.3x the
 naive wrapper's, PostgreSQL <= 10 ms of CPU and <= 30 statements per import (``ratios`` in the JSON line).
+With ``--rounds`` above one, a configuration's figures are its rounds' (CPU and imports/s averaged,
+latencies pooled), and each target ratio is the median of the ratios within each round
+(``ratios_by_round``): the two sides of a pair ran next to each other, at one speed of the host.
+Beside them, not a target, ``clients_cpu_kit_x1_vs_naive``: the clients do the same work for either
+server, so above 1.0x it shows what contention for the cores added to every process in that run.
 
 Usage::
 
     .venv/bin/python bench/load.py                          # 32 clients, 10 s per configuration
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 2
+    .venv/bin/python bench/load.py --clients 32 --seconds 8 --rounds 5   # the targets, drift cancelled
     .venv/bin/python bench/load.py --clients 0 --only kit_x1 --only kit_x2   # idle: cores, statements/s
 
 Prints a table and one JSON line (the last line of stdout).
@@ -356,6 +362,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def latency_figures(latencies: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """p50 and p99 in ms of each timed tool's latencies (seconds)."""
+    return {
+        tool: {
+            "p50": 1000 * statistics.median(v) if v else float("nan"),
+            "p99": 1000 * percentile(v, 0.99),
+            "calls": len(v),
+        }
+        for tool, v in latencies.items()
+    }
+
+
 def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str, Any]:
     cpu = tally.cpu or {}
     store = tally.store or {}
@@ -375,14 +393,8 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
         "commits_followed": tally.followed,
         "errors": tally.errors,
         "first_error": tally.first_error,
-        "latency_ms": {
-            tool: {
-                "p50": 1000 * statistics.median(v) if v else float("nan"),
-                "p99": 1000 * percentile(v, 0.99),
-                "calls": len(v),
-            }
-            for tool, v in tally.latencies.items()
-        },
+        "latency_ms": latency_figures(tally.latencies),
+        LATENCIES: tally.latencies,  # the samples, for merge(); not printed
     }
 
 
@@ -492,9 +504,16 @@ def _run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace)
             return measure(name, url, args, Probe(group, args.postgres_url, counts))
 
 
+LATENCIES = "_latencies"
+"""A round's latency samples by tool (seconds): pooled by :func:`merge`, left out of the JSON line."""
+
+
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rounds of one configuration: imports/s and CPU averaged, errors summed, latencies from the first."""
-    merged = dict(results[0])
+    """Rounds of one configuration: imports/s and CPU averaged, errors summed, latencies pooled."""
+    merged = {key: value for key, value in results[0].items() if key != LATENCIES}
+    merged["latency_ms"] = latency_figures(
+        {tool: [v for r in results for v in r[LATENCIES][tool]] for tool in TIMED}
+    )
     for key in ("cores", "cpu_ms_per_import"):
         values = [r[key] for r in results if r[key] and None not in r[key].values()]
         merged[key] = (
@@ -529,8 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", choices=("naive", "kit_x1", "kit_x2"), action="append", help="run only these (profiling)"
     )
     args = parser.parse_args(argv)
-    if not 1 <= args.seconds <= 300 or not 0 <= args.clients <= 256 or not 1 <= args.rounds <= 5:
-        parser.error("--seconds 1..300, --clients 0..256 (0: the idle cost), --rounds 1..5")
+    if not 1 <= args.seconds <= 300 or not 0 <= args.clients <= 256 or not 1 <= args.rounds <= 9:
+        parser.error("--seconds 1..300, --clients 0..256 (0: the idle cost), --rounds 1..9")
     order = args.only or ["naive", "kit_x1", "kit_x2"]
     load_before = os.getloadavg()
     collected: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
@@ -542,6 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in order if r % 2 == 0 else list(reversed(order)):
                     collected[name].append(run_config(name, workdir, legacy, args))
     results = {name: merge(runs) for name, runs in collected.items()}
+    by_round = [{name: runs[r] for name, runs in collected.items()} for r in range(args.rounds)]
     naive, x1, x2 = (
         results[n]["imports_per_s"] if n in results else None for n in ("naive", "kit_x1", "kit_x2")
     )
@@ -559,7 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": results,
         "kit_x1_vs_naive": x1 / naive if x1 and naive else None,
         "kit_x2_vs_kit_x1": x2 / x1 if x2 and x1 else None,
-        "ratios": targets(results),
+        "ratios": median_ratios(by_round),
+        "ratios_by_round": [targets(r) for r in by_round],
         "errors": sum(r["errors"] for r in results.values()),
     }
     print_table(summary)
@@ -574,12 +595,24 @@ TARGETS = {  # issue 25: what is held, in figures that do not depend on the core
 }
 
 
+CONTENTION = "clients_cpu_kit_x1_vs_naive"
+"""Not a target: the clients' CPU per import, the kit's one worker against the naive wrapper. The
+clients do the same work for either server (the same calls, the same records), so on a machine with
+cores to spare this is 1.0x; above it, it is what the run's contention for the cores (PostgreSQL's
+backends share them with everyone here, and the naive wrapper has none) added to the CPU of every
+process doing the same work, the servers' included."""
+
+
 def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
-    """The issue-25 ratios of this run (None where a configuration did not run)."""
+    """The issue-25 ratios of this run, and the :data:`CONTENTION` gauge (None where a
+    configuration did not run)."""
+
+    def role_cpu(name: str, role: str) -> float | None:
+        cpu = results.get(name, {}).get("cpu_ms_per_import") or {}
+        return cpu.get(role)
 
     def server_cpu(name: str) -> float | None:
-        cpu = results.get(name, {}).get("cpu_ms_per_import") or {}
-        return cpu.get("server")
+        return role_cpu(name, "server")
 
     def import_p50(name: str) -> float | None:
         return results[name]["latency_ms"]["import"]["p50"] if name in results else None
@@ -591,7 +624,24 @@ def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         "server_cpu_kit_x1_vs_naive": ratio(server_cpu("kit_x1"), server_cpu("naive")),
         "server_cpu_kit_x2_vs_kit_x1": ratio(server_cpu("kit_x2"), server_cpu("kit_x1")),
         "import_p50_kit_x1_vs_naive": ratio(import_p50("kit_x1"), import_p50("naive")),
+        CONTENTION: ratio(role_cpu("kit_x1", "clients"), role_cpu("naive", "clients")),
     }
+
+
+def median_ratios(by_round: list[dict[str, dict[str, Any]]]) -> dict[str, float | None]:
+    """Each target's ratio as the median over the rounds of the ratio within the round.
+
+    The two sides of a ratio inside one round ran minutes apart at most, next to each other (the
+    order reverses every round); a virtual machine's host changes its speed by more than the targets'
+    margins between rounds (``python_loop_ms_before``), so a ratio of averages over all rounds would
+    mix the speeds, where the median of the rounds' own ratios keeps each pair at one speed and leaves
+    an outlying round out."""
+    per_round = [targets(r) for r in by_round]
+    medians: dict[str, float | None] = {}
+    for name in (*TARGETS, CONTENTION):
+        values = [r[name] for r in per_round if r[name] is not None]
+        medians[name] = round(statistics.median(values), 3) if values else None
+    return medians
 
 
 def print_table(s: dict[str, Any]) -> None:
@@ -628,9 +678,17 @@ def print_table(s: dict[str, Any]) -> None:
             )
         elif r["statements_per_s"] is not None:
             print(f"  store: {r['statements_per_s']} statements a second")
-    for name, limit in TARGETS.items():
+    limits: dict[str, float | None] = {**TARGETS, CONTENTION: None}
+    for name, limit in limits.items():
         value = s["ratios"][name]
-        print(f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'} (target <= {limit}x)")
+        line = f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'}"
+        line += f" (target <= {limit}x)" if limit else " (not a target: the same work, 1.0x on idle cores)"
+        if len(s["ratios_by_round"]) > 1:
+            rounds = ", ".join(
+                f"{r[name]:.2f}x" if r[name] is not None else "n/a" for r in s["ratios_by_round"]
+            )
+            line += f"; median of the rounds {rounds}"
+        print(line)
 
 
 if __name__ == "__main__":

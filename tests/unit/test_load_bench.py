@@ -1,0 +1,67 @@
+"""``bench/load.py``'s figures over several rounds (issue 25): each target ratio is the median of the
+ratios within the rounds, and a configuration's latencies are those of all its rounds.
+
+On this project's machines the host's speed moves by more than the targets' margins between two
+configurations run a minute apart, so a ratio of averages over all rounds mixes speeds; the two sides
+of a pair within a round ran next to each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tests.support.benches import load_bench
+
+load = load_bench("load")
+
+ARGS = argparse.Namespace(adds=10, batch=100)
+
+
+def _round(
+    server_ms: float, clients_ms: float, import_seconds: list[float], imports: int = 10
+) -> dict[str, Any]:
+    """One configuration's figures for one round, as ``run_config`` returns them."""
+    tally = load.Tally(imports=imports)
+    tally.cpu = dict.fromkeys(load.ROLES, 0.0) | {
+        "server": server_ms * imports / 1000,
+        "clients": clients_ms * imports / 1000,
+    }
+    tally.latencies["import"] = list(import_seconds)
+    return load.figures(tally, 10.0, ARGS) | {"busy_cores_before": 0.0, "python_loop_ms_before": 80.0}
+
+
+def test_a_round_at_another_host_speed_does_not_move_the_ratio() -> None:
+    # Rounds 1 and 3: the kit's one worker 1.2x the naive wrapper's. Round 2: the host slowed down
+    # between the two, and the kit ran at half the speed the naive wrapper had.
+    by_round = [
+        {"naive": _round(30, 20, [1.0]), "kit_x1": _round(36, 20, [1.2])},
+        {"naive": _round(30, 20, [1.0]), "kit_x1": _round(72, 40, [2.4])},
+        {"naive": _round(30, 20, [1.0]), "kit_x1": _round(36, 20, [1.2])},
+    ]
+
+    ratios = load.median_ratios(by_round)
+
+    assert ratios["server_cpu_kit_x1_vs_naive"] == 1.2
+    assert ratios["import_p50_kit_x1_vs_naive"] == 1.2
+    assert ratios[load.CONTENTION] == 1.0  # the clients did the same work in the rounds that count
+    merged = {name: load.merge([r[name] for r in by_round]) for name in ("naive", "kit_x1")}
+    assert load.targets(merged)["server_cpu_kit_x1_vs_naive"] == 1.6  # averaged: the slow round counts
+
+
+def test_a_configuration_s_latencies_are_those_of_all_its_rounds() -> None:
+    rounds = [_round(30, 20, [1.0, 1.0, 1.0]), _round(30, 20, [3.0, 3.0, 3.0, 3.0])]
+
+    merged = load.merge(rounds)
+
+    assert merged["latency_ms"]["import"] == {"p50": 3000.0, "p99": 3000.0, "calls": 7}
+    assert load.LATENCIES not in merged  # the samples stay out of the JSON line
+
+
+def test_the_clients_gauge_shows_contention_and_targets_nothing() -> None:
+    by_round = [{"naive": _round(30, 20, [1.0]), "kit_x1": _round(39, 26, [1.3])}]
+
+    ratios = load.median_ratios(by_round)
+
+    assert ratios[load.CONTENTION] == 1.3
+    assert load.CONTENTION not in load.TARGETS
