@@ -10,6 +10,7 @@ imports: ``/proc`` counts in ticks of 10 ms).
 Usage::
 
     .venv/bin/python bench/import_steps.py --imports 20 --db postgres
+    .venv/bin/python bench/import_steps.py --imports 20 --db postgres --record-bytes 300  # 30 KB adds
 
 Prints a table and one JSON line (the last line of stdout).
 """
@@ -64,11 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=20, help="measured imports (after 3 warm-up ones)")
     parser.add_argument("--adds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument(
+        "--record-bytes", type=int, default=0, help="pad each record with a text of this many characters"
+    )
     parser.add_argument("--db", choices=("postgres", "sqlite"), default="postgres")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--show-sql", action="store_true", help="print the statements of the last import")
     args = parser.parse_args(argv)
-    chunks = [[{"add": a, "i": i} for i in range(args.batch)] for a in range(args.adds)]
+    pad = {"note": "x" * args.record_bytes} if args.record_bytes else {}
+    chunks = [[{"add": a, "i": i} | pad for i in range(args.batch)] for a in range(args.adds)]
     spent: dict[str, list[float]] = {step: [] for step in STEPS}
     sent: dict[str, list[tuple[int, int]]] = {step: [] for step in STEPS}  # (statements, transactions)
     install()
