@@ -40,7 +40,7 @@ Usage::
 
     .venv/bin/python bench/load.py                          # 32 clients, 10 s per configuration
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 2
-    .venv/bin/python bench/load.py --clients 32 --seconds 8 --rounds 5   # the targets, drift cancelled
+    .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 5  # the targets: medians of 5 rounds
     .venv/bin/python bench/load.py --clients 0 --only kit_x1 --only kit_x2   # idle: cores, statements/s
 
 Prints a table and one JSON line (the last line of stdout).
