@@ -561,7 +561,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in order if r % 2 == 0 else list(reversed(order)):
                     collected[name].append(run_config(name, workdir, legacy, args))
     results = {name: merge(runs) for name, runs in collected.items()}
-    by_round = [{name: runs[r] for name, runs in collected.items()} for r in range(args.rounds)]
+    ratios_by_round = [
+        targets({name: runs[r] for name, runs in collected.items()}) for r in range(args.rounds)
+    ]
     naive, x1, x2 = (
         results[n]["imports_per_s"] if n in results else None for n in ("naive", "kit_x1", "kit_x2")
     )
@@ -579,8 +581,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": results,
         "kit_x1_vs_naive": x1 / naive if x1 and naive else None,
         "kit_x2_vs_kit_x1": x2 / x1 if x2 and x1 else None,
-        "ratios": median_ratios(by_round),
-        "ratios_by_round": [targets(r) for r in by_round],
+        "ratios": median_ratios(ratios_by_round),
+        "ratios_by_round": ratios_by_round,
         "errors": sum(r["errors"] for r in results.values()),
     }
     print_table(summary)
@@ -611,9 +613,6 @@ def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         cpu = results.get(name, {}).get("cpu_ms_per_import") or {}
         return cpu.get(role)
 
-    def server_cpu(name: str) -> float | None:
-        return role_cpu(name, "server")
-
     def import_p50(name: str) -> float | None:
         return results[name]["latency_ms"]["import"]["p50"] if name in results else None
 
@@ -621,22 +620,21 @@ def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         return round(a / b, 3) if a and b else None
 
     return {
-        "server_cpu_kit_x1_vs_naive": ratio(server_cpu("kit_x1"), server_cpu("naive")),
-        "server_cpu_kit_x2_vs_kit_x1": ratio(server_cpu("kit_x2"), server_cpu("kit_x1")),
+        "server_cpu_kit_x1_vs_naive": ratio(role_cpu("kit_x1", "server"), role_cpu("naive", "server")),
+        "server_cpu_kit_x2_vs_kit_x1": ratio(role_cpu("kit_x2", "server"), role_cpu("kit_x1", "server")),
         "import_p50_kit_x1_vs_naive": ratio(import_p50("kit_x1"), import_p50("naive")),
         CONTENTION: ratio(role_cpu("kit_x1", "clients"), role_cpu("naive", "clients")),
     }
 
 
-def median_ratios(by_round: list[dict[str, dict[str, Any]]]) -> dict[str, float | None]:
+def median_ratios(per_round: list[dict[str, float | None]]) -> dict[str, float | None]:
     """Each target's ratio as the median over the rounds of the ratio within the round.
 
     The two sides of a ratio inside one round ran minutes apart at most, next to each other (the
     order reverses every round); a virtual machine's host changes its speed by more than the targets'
     margins between rounds (``python_loop_ms_before``), so a ratio of averages over all rounds would
     mix the speeds, where the median of the rounds' own ratios keeps each pair at one speed and leaves
-    an outlying round out."""
-    per_round = [targets(r) for r in by_round]
+    an outlying round out. ``per_round``: :func:`targets` of each round."""
     medians: dict[str, float | None] = {}
     for name in (*TARGETS, CONTENTION):
         values = [r[name] for r in per_round if r[name] is not None]

@@ -157,10 +157,10 @@ def test_on_postgresql_an_add_past_2_kb_is_kept_with_lz4_and_committed_whole(
     service: ImportService, store: Store, db_url: str, legacy_engine: LegacyEngine
 ) -> None:
     """Migration 0013: PostgreSQL compresses a chunk past about 2 KB as it writes it, and LZ4 cost
-    its backend a fifth to a sixth of ``pglz``'s CPU (the migration's docstring)."""
+    its backend 0.4x to 0.16x of ``pglz``'s CPU (the migration's docstring)."""
     if store.engine.dialect.name != "postgresql":
         pytest.skip("SQLite keeps text as it is")
-    records = [{"n": n, "note": f"customer {n} " * 30} for n in range(100)]  # about 36 KB
+    records = [{"n": n, "note": f"customer {n} " * 30} for n in range(100)]  # 18 KB an add
     handle = service.begin(ALICE, "customers").handle
     service.add(ALICE, handle, records[:50])
 

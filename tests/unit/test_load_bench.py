@@ -40,7 +40,7 @@ def test_a_round_at_another_host_speed_does_not_move_the_ratio() -> None:
         {"naive": _round(30, 20, [1.0]), "kit_x1": _round(36, 20, [1.2])},
     ]
 
-    ratios = load.median_ratios(by_round)
+    ratios = load.median_ratios([load.targets(r) for r in by_round])
 
     assert ratios["server_cpu_kit_x1_vs_naive"] == 1.2
     assert ratios["import_p50_kit_x1_vs_naive"] == 1.2
@@ -61,7 +61,7 @@ def test_a_configuration_s_latencies_are_those_of_all_its_rounds() -> None:
 def test_the_clients_gauge_shows_contention_and_targets_nothing() -> None:
     by_round = [{"naive": _round(30, 20, [1.0]), "kit_x1": _round(39, 26, [1.3])}]
 
-    ratios = load.median_ratios(by_round)
+    ratios = load.median_ratios([load.targets(r) for r in by_round])
 
     assert ratios[load.CONTENTION] == 1.3
     assert load.CONTENTION not in load.TARGETS
