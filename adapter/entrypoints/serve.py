@@ -103,7 +103,11 @@ def serve_stdio(settings: Settings) -> int:
         ):
             tasks.start_soon(
                 functools.partial(
-                    run_event_feed, kit.service, gateway.publish_changes, listening=gateway.has_audience
+                    run_event_feed,
+                    kit.service,
+                    gateway.publish_changes,
+                    listening=gateway.has_audience,
+                    arrivals=gateway.watch_audience,
                 )
             )
             tasks.start_soon(run_maintenance_loop, kit.service, settings)

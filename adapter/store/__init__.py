@@ -126,6 +126,12 @@ class Store:
             self._announcer.announce(event_ids)
         return import_id, record_count
 
+    def expect_audience(self) -> None:
+        """Someone in this process listens for changes now: announce every commit's events from here
+        on (``notify.py``: otherwise the announcer waits for its next check of the audience lock)."""
+        if self._announcer is not None:
+            self._announcer.expect_audience()
+
     def import_with_operations(self, handle_digest: str) -> ImportWithOperations | None:
         """The import with this handle digest and its operations, oldest first (``reads.py``), on the
         hot read path; None when no import has this digest."""

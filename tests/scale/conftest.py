@@ -96,6 +96,7 @@ class Cluster:
     legacy_url: str
     tmp: Path
     workers: list[Worker] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)  # ADAPTER_* over the ones below
 
     @property
     def a(self) -> Worker:
@@ -128,6 +129,7 @@ class Cluster:
                 "ADAPTER_MAX_COMMITS_PER_TENANT": "200",  # these tests prove idempotency, not the quota
                 "ADAPTER_DB_MAX_OVERFLOW": "40",
                 "ADAPTER_DB_POOL_TIMEOUT_SECONDS": "60",
+                **self.settings,
             }
         )
         return env
@@ -184,13 +186,21 @@ def postgres_schema_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(postgres_schema_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster_settings() -> dict[str, str]:
+    """``ADAPTER_*`` settings a test module gives its workers beside the cluster's (override it)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    postgres_schema_url: str, tmp_path_factory: pytest.TempPathFactory, cluster_settings: dict[str, str]
+) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("cluster")
     upgrade(postgres_schema_url)  # once, by the operator: the workers never migrate
     legacy = LegacyEngine(tmp / "legacy.db", idle_timeout=None)
     server = start_server(legacy, "127.0.0.1", 0)
     host, port = server.address
-    cluster = Cluster(postgres_schema_url, legacy, f"tcp://{host}:{port}", tmp)
+    cluster = Cluster(postgres_schema_url, legacy, f"tcp://{host}:{port}", tmp, settings=cluster_settings)
     try:
         cluster.start("a")
         cluster.start("b")

@@ -160,6 +160,7 @@ def create_app(
                     gateway.publish_changes,
                     catch_up_seconds=settings.event_catch_up_seconds,
                     listening=gateway.has_audience,
+                    arrivals=gateway.watch_audience,
                 )
             )
             if run_maintenance:

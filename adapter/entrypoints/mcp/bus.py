@@ -44,6 +44,8 @@ class OwnerScopedBus:
 
     def __init__(self) -> None:
         self._listeners: dict[object, tuple[Principal | None, Listener]] = {}
+        self.first_arrived: Callable[[], None] | None = None
+        """Called when a stream subscribes to a bus that had none (``McpGateway.watch_audience``)."""
 
     async def publish(self, event: ServerEvent, *, owner: Principal | None = None) -> None:
         """Deliver ``event`` to every stream, or with ``owner`` only to the streams that principal opened."""
@@ -61,7 +63,10 @@ class OwnerScopedBus:
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         token = object()
+        first = not self._listeners
         self._listeners[token] = (_LISTENER.get(), listener)
+        if first and self.first_arrived is not None:
+            self.first_arrived()
 
         def unsubscribe() -> None:
             self._listeners.pop(token, None)

@@ -19,7 +19,7 @@ from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
 from adapter.services.listing import ImportChange
 
-__all__ = ["Listening", "Publish", "run_event_feed"]
+__all__ = ["Arrivals", "Listening", "Publish", "run_event_feed"]
 
 log = logging.getLogger("adapter.feed")
 
@@ -29,6 +29,9 @@ Publish = Callable[[list[ImportChange]], Awaitable[None]]
 Listening = Callable[[], bool]
 """Whether anyone could hear a change now (``McpGateway.has_audience``)."""
 
+Arrivals = Callable[[Callable[[], None]], None]
+"""Registers what to call when a first listener arrives (``McpGateway.watch_audience``)."""
+
 
 async def run_event_feed(
     service: ImportService,
@@ -37,6 +40,7 @@ async def run_event_feed(
     *,
     catch_up_seconds: float = 1.0,
     listening: Listening | None = None,
+    arrivals: Arrivals | None = None,
 ) -> None:
     """Publish the changed imports, forever (cancel the task to stop).
 
@@ -47,7 +51,9 @@ async def run_event_feed(
     if service.ctx.store.engine.dialect.name == "postgresql":
         from adapter.entrypoints.mcp.feed_pg import run_pg_event_feed
 
-        await run_pg_event_feed(service, publish, catch_up_seconds=catch_up_seconds, listening=listening)
+        await run_pg_event_feed(
+            service, publish, catch_up_seconds=catch_up_seconds, listening=listening, arrivals=arrivals
+        )
         return
     follower = await run_in_thread(service.follow_changes)
     while True:

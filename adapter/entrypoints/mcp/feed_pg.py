@@ -15,6 +15,14 @@ worker heard every other's notifications and read the event table for nobody, ab
 import with two workers (``bench/load.py``), most of the second worker's extra statements. A stream
 that arrives meanwhile hears, beside what is new, the changes of the last catch-up interval at most:
 a ``resources/updated`` for a change it did not see costs it one re-read, never a lost update.
+
+While someone here listens, the feed holds the channel's audience lock (``AudiencePresence``,
+``store/notify.py``); announcers send nothing while nobody anywhere holds it, so a deployment whose
+hosts do not listen pays for no notifications at all. The gateway wakes the feed when a first
+listener arrives (``arrivals``: ``McpGateway.watch_audience``; without it the feed looks every
+``AUDIENCE_POLL_SECONDS``), the feed takes the lock and reads at once, and taking it tells every
+worker's announcer (the ``audience`` payload). A change another worker committed in between, before
+its announcer heard, is told by one more read ``SETTLE_SECONDS`` later.
 """
 
 from __future__ import annotations
@@ -22,22 +30,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import Callable
 
 import anyio
 import psycopg
 from anyio.streams.memory import MemoryObjectSendStream
 from psycopg import sql
 
-from adapter.entrypoints.mcp.feed import Listening, Publish
+from adapter.entrypoints.mcp.feed import Arrivals, Listening, Publish
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
-from adapter.store.notify import channel_for_schema, libpq_dsn
+from adapter.store.notify import AUDIENCE_PAYLOAD, AudiencePresence, channel_for_schema, libpq_dsn
 
 __all__ = ["run_pg_event_feed"]
 
 log = logging.getLogger("adapter.feed")
 
 RECONNECT_SECONDS = 1.0
+AUDIENCE_POLL_SECONDS = 0.1
+"""How often a feed with nobody to tell looks whether someone came (no database work: a flag)."""
+SETTLE_SECONDS = 0.2
+"""After taking the audience lock, the next read this much later (see the module doc)."""
 
 
 async def run_pg_event_feed(
@@ -46,10 +59,16 @@ async def run_pg_event_feed(
     *,
     catch_up_seconds: float = 1.0,
     listening: Listening | None = None,
+    arrivals: Arrivals | None = None,
 ) -> None:
     """Publish the changed imports whenever notified or caught up, forever (cancel to stop)."""
     follower = await run_in_thread(service.follow_changes)
     wake_send, wake_receive = anyio.create_memory_object_stream[None](1)
+    store = service.ctx.store
+    dsn = libpq_dsn(store.engine.url)
+    presence = AudiencePresence(dsn, check_seconds=catch_up_seconds)
+    if arrivals is not None:
+        arrivals(lambda: _wake(wake_send))  # a first listener: take the lock now
 
     async def read_and_publish() -> None:
         try:
@@ -58,17 +77,27 @@ async def run_pg_event_feed(
             log.warning("event feed read failed; retrying", exc_info=True)
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_listen_forever, libpq_dsn(service.ctx.store.engine.url), wake_send)
-        async with wake_receive:
-            last_read = -math.inf
-            while True:
-                with anyio.move_on_after(catch_up_seconds):
-                    await wake_receive.receive()
-                now, quiet = anyio.current_time(), listening is not None and not listening()
-                if quiet and now - last_read < catch_up_seconds:
-                    continue  # nobody here to tell: the next catch-up read moves past it
-                last_read = now
-                await read_and_publish()
+        tasks.start_soon(_listen_forever, dsn, wake_send, store.expect_audience)
+        try:
+            async with wake_receive:
+                last_read, settle_at = -math.inf, math.inf
+                while True:
+                    wait = catch_up_seconds if presence.held else AUDIENCE_POLL_SECONDS
+                    with anyio.move_on_after(min(wait, max(0.0, settle_at - anyio.current_time()))):
+                        await wake_receive.receive()
+                    now, quiet = anyio.current_time(), listening is not None and not listening()
+                    if await presence.keep(not quiet):
+                        store.expect_audience()  # this worker's own commits: at once
+                        settle_at = now + SETTLE_SECONDS
+                    elif now >= settle_at:
+                        settle_at = math.inf  # this pass is the settling read
+                    if quiet and now - last_read < catch_up_seconds:
+                        continue  # nobody here to tell: the next catch-up read moves past it
+                    last_read = now
+                    await read_and_publish()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await presence.close()
 
 
 def _wake(wake: MemoryObjectSendStream[None]) -> None:
@@ -76,7 +105,9 @@ def _wake(wake: MemoryObjectSendStream[None]) -> None:
         wake.send_nowait(None)
 
 
-async def _listen_forever(dsn: str, wake: MemoryObjectSendStream[None]) -> None:
+async def _listen_forever(
+    dsn: str, wake: MemoryObjectSendStream[None], heard_audience: Callable[[], None]
+) -> None:
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -85,8 +116,11 @@ async def _listen_forever(dsn: str, wake: MemoryObjectSendStream[None]) -> None:
                 channel = channel_for_schema(str(row[0] if row else "public"))
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 _wake(wake)  # catch up on what happened while nobody listened
-                async for _notify in conn.notifies():
-                    _wake(wake)
+                async for notify in conn.notifies():
+                    if notify.payload == AUDIENCE_PAYLOAD:
+                        heard_audience()  # a worker took the audience lock: announce to it
+                    else:
+                        _wake(wake)
         except Exception:
             log.warning("event notifications lost their connection; reconnecting", exc_info=True)
         await anyio.sleep(RECONNECT_SECONDS)

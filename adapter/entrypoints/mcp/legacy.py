@@ -11,6 +11,7 @@ drives the bus drives this registry too, so a change made by any worker reaches 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server import ServerRequestContext
@@ -41,6 +42,8 @@ class LegacySubscriptions:
 
     def __init__(self) -> None:
         self._by_connection: dict[int, tuple[Connection, Principal, set[str]]] = {}
+        self.first_arrived: Callable[[], None] | None = None
+        """Called when a connection is tracked where none was (``McpGateway.watch_audience``)."""
 
     def track(self, connection: Connection, principal: Principal) -> set[str]:
         """Remember a legacy connection and its caller until its teardown; its subscribed URIs.
@@ -54,6 +57,8 @@ class LegacySubscriptions:
             entry = (connection, principal, set())
             self._by_connection[key] = entry
             connection.exit_stack.callback(self._by_connection.pop, key, None)
+            if len(self._by_connection) == 1 and self.first_arrived is not None:
+                self.first_arrived()
         return entry[2]
 
     def subscribe(self, connection: Connection, principal: Principal, uri: str) -> bool:

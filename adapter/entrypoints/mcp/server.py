@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server import CacheHint, Server, ServerRequestContext
@@ -561,6 +562,12 @@ class McpGateway:
     def has_audience(self) -> bool:
         """Whether a change could reach anyone here: a listen stream, or a 2025-era connection."""
         return self.bus.has_listeners() or self.legacy.has_connections()
+
+    def watch_audience(self, arrived: Callable[[], None]) -> None:
+        """Have ``arrived`` called whenever a first listener comes to a process that had none: the
+        feed then takes the audience lock at once, so other workers announce to it (``feed_pg.py``)."""
+        self.bus.first_arrived = arrived
+        self.legacy.first_arrived = arrived
 
     async def publish_changes(self, changes: list[ImportChange]) -> None:
         """One read's changed imports, to both eras: listen streams (the bus) and legacy sessions.
