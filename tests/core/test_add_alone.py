@@ -21,7 +21,7 @@ from sqlalchemy import event
 from adapter.domain.identity import Principal
 from adapter.services import ImportService, ServiceContext
 from adapter.services.context import ImportTargets
-from adapter.store.notify import channel_for_schema, libpq_dsn
+from adapter.store.notify import audience_key, channel_for_schema, libpq_dsn
 from tests.support.constants import POSTGRES
 
 pytestmark = pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
@@ -109,7 +109,12 @@ def test_the_add_on_its_own_announces_its_events_to_other_workers(
     try:
         row = listener.execute("SELECT current_schema()").fetchone()
         assert row is not None
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for_schema(str(row[0])))))
+        channel = channel_for_schema(str(row[0]))
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        # As another worker with a listen stream does: it holds the audience lock, and taking it
+        # tells this worker's feed, which tells the store's announcer (store/notify.py).
+        listener.execute("SELECT pg_advisory_lock_shared(%s)", (audience_key(channel),))
+        ctx.store.expect_audience()
 
         service.add(alice, handle, [{"n": 1}])
 
