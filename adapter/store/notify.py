@@ -65,6 +65,7 @@ __all__ = [
     "EventAnnouncer",
     "audience_key",
     "channel_for_schema",
+    "channel_of",
     "install_event_notify",
     "libpq_dsn",
     "remember_events",
@@ -89,6 +90,13 @@ AUDIENCE_PAYLOAD = "audience"
 def channel_for_schema(schema: str) -> str:
     """A safe identifier (hex only), the same for the sender and every listener of one schema."""
     return "adapter_events_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+async def channel_of(connection: psycopg.AsyncConnection[Any]) -> str:
+    """The channel of the schema ``connection`` works in (its ``search_path``)."""
+    cursor = await connection.execute("SELECT current_schema()")
+    row = await cursor.fetchone()
+    return channel_for_schema(str(row[0] if row else "public"))
 
 
 def audience_key(channel: str) -> int:
@@ -270,9 +278,7 @@ class AudiencePresence:
         if self._connection is None:
             connection = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
             self._connection = connection
-            cursor = await connection.execute("SELECT current_schema()")
-            row = await cursor.fetchone()
-            self._channel = channel_for_schema(str(row[0] if row else "public"))
+            self._channel = await channel_of(connection)
         return self._connection
 
     async def close(self) -> None:

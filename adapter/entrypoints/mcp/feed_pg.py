@@ -40,7 +40,7 @@ from psycopg import sql
 from adapter.entrypoints.mcp.feed import Arrivals, Listening, Publish
 from adapter.entrypoints.mcp.tools import run_in_thread
 from adapter.services import ImportService
-from adapter.store.notify import AUDIENCE_PAYLOAD, AudiencePresence, channel_for_schema, libpq_dsn
+from adapter.store.notify import AUDIENCE_PAYLOAD, AudiencePresence, channel_of, libpq_dsn
 
 __all__ = ["run_pg_event_feed"]
 
@@ -111,9 +111,7 @@ async def _listen_forever(
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                cursor = await conn.execute("SELECT current_schema()")
-                row = await cursor.fetchone()
-                channel = channel_for_schema(str(row[0] if row else "public"))
+                channel = await channel_of(conn)
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 _wake(wake)  # catch up on what happened while nobody listened
                 async for notify in conn.notifies():
