@@ -1,5 +1,6 @@
-"""Limits that hold before authentication, over real HTTP: body size, Host and Origin on every route,
-no third-party scripts on the API pages, the dashboard's own allowed origins."""
+"""Limits over real HTTP: body size before authentication, Host and Origin on every route (before
+authentication, but on /mcp after the SDK's token check), no third-party scripts on the API pages,
+the dashboard's own allowed origins."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.support.mcp import mcp_headers, modern_meta
 
 MB = 1024 * 1024
 
@@ -97,6 +100,25 @@ def test_own_origin_and_no_origin_pass(server: Any) -> None:
 def test_configured_hosts_are_accepted(server: Any) -> None:
     response = server.http.get(server.url + "/readyz", headers={"Host": "adapter.example:443"})
     assert response.status_code == 200
+
+
+def test_mcp_checks_the_token_first_then_host_and_origin(server: Any) -> None:
+    # /mcp is left to the SDK: its auth middleware wraps the transport, which checks Host and
+    # Origin with the same allowlists (docs/architecture.md, "The path of one commit").
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}
+    for header in ({"Host": "rebind.example:80"}, {"Origin": "http://evil.example"}):
+        anonymous = {**mcp_headers("tools/list"), **header}
+        assert server.http.post(server.url + "/mcp", json=message, headers=anonymous).status_code == 401
+    authed = mcp_headers("tools/list", token=server.mcp_token)
+    foreign_host = server.http.post(
+        server.url + "/mcp", json=message, headers={**authed, "Host": "rebind.example:80"}
+    )
+    assert foreign_host.status_code == 421
+    foreign_origin = server.http.post(
+        server.url + "/mcp", json=message, headers={**authed, "Origin": "http://evil.example"}
+    )
+    assert foreign_origin.status_code == 403
+    assert server.http.post(server.url + "/mcp", json=message, headers=authed).status_code == 200
 
 
 # --- API pages -------------------------------------------------------------------------------------

@@ -150,3 +150,13 @@ def test_importing_adapter_loads_no_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_wiring_the_kit_does_not_load_the_simulator() -> None:
+    # A deployment that wraps its own system never imports legacy_sim: bootstrap imports the
+    # simulator's port only inside build_legacy_port(), when no port is passed (docs/architecture.md).
+    probe = (
+        "import sys, adapter.bootstrap; print(sorted(m for m in sys.modules if m.startswith('legacy_sim')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[]"]
