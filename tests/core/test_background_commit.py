@@ -15,6 +15,8 @@ from sqlalchemy import update
 from adapter.domain.identity import Principal
 from adapter.legacy.forwarding import ForwardingPort, ForwardingSession
 from adapter.services import CancelToken, CommitRun, ImportService, ServiceContext
+from adapter.services.commit.runner import local_run
+from adapter.services.operations import to_operation_view
 from adapter.store.tables import OperationRow
 from legacy_sim.engine import LegacyEngine
 from tests.support.imports import staged
@@ -113,6 +115,23 @@ def test_the_heartbeat_writes_the_runs_progress_for_other_workers_to_read(
     assert stored() <= run.sent
     run.done.result(timeout=30)
     legacy_engine.update_faults(latency_ms=0)
+
+
+def test_a_run_that_ends_while_its_row_is_read_keeps_its_count(
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    # The read saw the row still running (records_sent from the last renewal: none in a short run),
+    # but the run ended and left the process before the view was made: the count it had stands.
+    handle = staged(service, alice, 20)
+    run = started(service, alice, handle)
+    assert run.done.result(timeout=30).status == "committed" and local_run(run.operation_id) is None
+    with ctx.store.reading() as uow:
+        row = uow.operations.get(run.operation_id)
+        assert row is not None and row.records_sent == 0
+        as_read = OperationRow(**{c.key: getattr(row, c.key) for c in OperationRow.__table__.columns})
+    as_read.status = "in_progress"
+
+    assert to_operation_view(as_read, [], None, run).records_sent == 20
 
 
 class _HeldCommit(ForwardingPort):
