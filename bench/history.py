@@ -61,8 +61,8 @@ from adapter.services.late_commits import watch_recent_verdicts
 from adapter.services.quotas import fold_held_bytes
 from adapter.services.reconcile import reconcile_pass
 from adapter.services.retention import purge_finished
-from adapter.store import staging
-from adapter.store.driver import compiled_for
+from adapter.store import repositories, staging
+from adapter.store.driver import compiled_for, driver_value
 from adapter.store.reads import IMPORT_WITH_OPERATIONS
 from adapter.store.staged import join_records
 
@@ -420,18 +420,76 @@ def status_read_sql(kit: Kit, handle: str) -> tuple[str, Any]:
 
 
 def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
-    """The statements of ``begin_import`` and ``add_records`` that ``store/staging.py`` runs on the
-    driver's cursor (out of SQLAlchemy's sight), with the values the measured principal gives them."""
+    """The statements of ``begin_import``, ``add_records`` and the commit's recovery point that the
+    store runs on the driver's cursor (out of SQLAlchemy's sight), with the values the measured
+    principal gives them: the checked paths' (the import held for an add, the open imports counted
+    for a begin, an operation by its key) and those written on their own (``*_if_allowed``,
+    ``move_recovery_point_if_held``)."""
     engine = kit.service.ctx.store.engine
     digest = kit.service.ctx.codec.digest(handle)
-    now = datetime.now(UTC).replace(tzinfo=None)
-    claim, claim_constants = compiled_for(staging._CLAIM_BY_DIGEST, engine.dialect)
-    count, count_constants = compiled_for(staging._OPEN_IMPORTS, engine.dialect)
+    now = datetime.now(UTC)
     owner = {"of_tenant": PRINCIPAL.tenant, "of_principal": PRINCIPAL.subject}
-    return [
-        (claim, claim_constants | owner | {"digest": digest, "records": 0, "size": 0, "now": now}),
-        (count, count_constants | owner | {"open_state": "open", "now": now}),
+    key = {"tenant": PRINCIPAL.tenant, "principal": PRINCIPAL.subject, "kind": "begin", "key": "k"}
+    new = staging.NewImport(
+        "explain", "explain", PRINCIPAL.subject, PRINCIPAL.tenant, "customers", "open", now
+    )
+    event = {"kind": "import.opened", "import_id": "explain", "operation_id": "explain", "state": "open"}
+    begun = staging.FinishedOperation(
+        "explain",
+        "begin",
+        PRINCIPAL.subject,
+        PRINCIPAL.tenant,
+        "explain",
+        "k",
+        "f",
+        "succeeded",
+        {},
+        [event | {"detail": {}}] * 2,
+    )
+    alone = {"a_principal": PRINCIPAL.subject, "a_kind": "begin", "a_key": "k", "max_open": 100}
+    ahead = staging.AddAhead(
+        "explain",
+        "add",
+        PRINCIPAL.subject,
+        "k",
+        "f",
+        "succeeded",
+        ("import.records_staged", "open"),
+        ("operation.succeeded", "succeeded", {}),
+        ["{}"],
+    )
+    add = owner | {
+        "digest": digest,
+        "records": 1,
+        "size": 2,
+        "now": now,
+        "valid_at": now,
+        "open_state": "open",
+    }
+    add |= {"max_records": 10**6, "max_bytes": 10**9, "max_tenant_bytes": 10**12}
+    point = {
+        "operation_id": "explain",
+        "owner": "explain",
+        "held_status": "in_progress",
+        "point": "commit_sent",
+    }
+    point |= {"more": 0, "now": now, "event_kind": "operation.recovery_point"}
+    found = [
+        (staging._CLAIM_BY_DIGEST, owner | {"digest": digest, "records": 0, "size": 0, "now": now}),
+        (staging._OPEN_IMPORTS, owner | {"open_state": "open", "now": now}),
+        (staging._BY_KEY, key),
+        (
+            staging._begin_alone(2),
+            new.row() | begun.params() | owner | alone | {"open_state": "open", "now": now},
+        ),
+        (staging._ADD_IF_ALLOWED, add | staging._ahead_params(ahead, 1)),
+        (repositories._MOVE_HELD_POINT_NOTED, point),
     ]
+    statements = []
+    for statement, values in found:
+        sql, constants = compiled_for(statement, engine.dialect)
+        statements.append((sql, constants | {name: driver_value(value) for name, value in values.items()}))
+    return statements
 
 
 _EXPLAINED = itertools.count()  # each capture's round has keys of its own

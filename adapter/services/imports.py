@@ -21,8 +21,9 @@ from adapter.services.access import effective_state, handle_digest, require_owne
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import check_begin
-from adapter.services.staging import add_records, record_succeeded
+from adapter.services.staging import add_records, succeeded
 from adapter.store.reads import ImportWithOperations
+from adapter.store.staging import NewImport
 
 __all__ = ["add_records", "begin_import", "import_status", "import_status_async"]
 
@@ -61,40 +62,43 @@ def begin_import(
 ) -> BeginResult:
     """Open an import and return its handle: opaque, bound to the caller, valid for ``ttl_seconds``.
 
-    Like an add, on prebuilt statements (``store/staging.py``): the import is inserted, then the
-    operation already finished with its events, in one transaction (on PostgreSQL two statements,
-    the principal's open imports counted by the first)."""
+    Like an add, on prebuilt statements (``store/staging.py``): the import, then its operation
+    already finished with its events. On PostgreSQL the begin is first tried as one statement on its
+    own, written only where the principal's open imports are under their quota and the key is unused
+    (a round trip instead of four); whatever it does not write takes the checked transaction, which
+    refuses or replays."""
     key = validate_key(idempotency_key)
     ttl = _validate_begin(ctx, target, ttl_seconds)
     ctx.targets.require(target)  # an unknown target is refused before anything is stored
     request = fingerprint("begin", {"target": target, "ttl": ttl})
 
     def attempt() -> Outcome:
-        with ctx.store.unit_of_work() as uow:
-            earlier = key and uow.staging.operation_by_key(principal.tenant, principal.subject, BEGIN, key)
-            if earlier:  # a repeat of a begin that was accepted: answered from the record
-                return recorded_outcome(earlier, request)
-            import_id = new_id()
-            now = ctx.clock()
-            expires_at = now + timedelta(seconds=ttl)
-            digest = ctx.codec.digest(ctx.codec.handle_for(import_id))
-            open_before = uow.staging.open_import(
-                import_id=import_id,
-                handle_digest=digest,
-                principal=principal.subject,
-                tenant=principal.tenant,
-                target=target,
-                state=OPEN,
-                expires_at=expires_at,
-                now=now,
-            )
-            check_begin(ctx, open_before)  # a refusal rolls the insert back
-            result = {"import_id": import_id, "target": target, "expires_at": expires_at.isoformat()}
-            effect = (EventKind.IMPORT_OPENED, {"ttl_seconds": ttl})
-            operation_id = record_succeeded(uow, principal, BEGIN, import_id, key, request, result, effect)
-            uow.commit()
-        ctx.import_targets.remember(digest, target)  # its adds can check records before their statement
-        return Outcome(operation_id, import_id, result, False)
+        now = ctx.clock()
+        import_id = new_id()
+        new = NewImport(
+            id=import_id,
+            handle_digest=ctx.codec.digest(ctx.codec.handle_for(import_id)),
+            principal=principal.subject,
+            tenant=principal.tenant,
+            target=target,
+            state=OPEN,
+            expires_at=now + timedelta(seconds=ttl),
+        )
+        result = {"import_id": import_id, "target": target, "expires_at": new.expires_at.isoformat()}
+        effect = (EventKind.IMPORT_OPENED, {"ttl_seconds": ttl})
+        operation = succeeded(principal, BEGIN, import_id, key, request, result, effect)
+        limit = ctx.quotas.max_open_imports_per_principal
+        if not (ctx.store.writes_alone and ctx.store.begin_if_allowed(new, operation, limit, now)):
+            with ctx.store.unit_of_work() as uow:
+                staging = uow.staging
+                earlier = key and staging.operation_by_key(principal.tenant, principal.subject, BEGIN, key)
+                if earlier:  # a repeat of a begin that was accepted: answered from the record
+                    return recorded_outcome(earlier, request)
+                check_begin(ctx, staging.open_import(new, now))  # a refusal rolls the insert back
+                staging.record_outcome(operation)
+                uow.commit()
+        ctx.import_targets.remember(new.handle_digest, target)  # its adds can check records first
+        return Outcome(operation.id, import_id, result, False)
 
     outcome = retry_on_conflict(attempt)
     return BeginResult(

@@ -24,7 +24,7 @@ from adapter.services.access import find_usable_import
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
-from adapter.services.staging import record_succeeded
+from adapter.services.staging import succeeded
 from adapter.services.targets import RecordInvalid
 from adapter.store.held_bytes import tenant_held_bytes
 
@@ -90,9 +90,10 @@ def replace_records(
                 EventKind.IMPORT_RECORDS_REPLACED,
                 {"replaced": len(positions), "revision": row.revision},
             )
-            operation_id = record_succeeded(uow, principal, REPLACE, row.id, key, request, result, effect)
+            operation = succeeded(principal, REPLACE, row.id, key, request, result, effect)
+            uow.staging.record_outcome(operation)
             uow.commit()
-            return Outcome(operation_id, row.id, result, False)
+            return Outcome(operation.id, row.id, result, False)
 
     outcome = retry_on_conflict(attempt)
     if rates is not None and not outcome.replayed:

@@ -39,11 +39,11 @@ from adapter.services.access import handle_digest, require_owner
 from adapter.services.context import ServiceContext
 from adapter.services.idempotency import Outcome, recorded_outcome, retry_on_conflict, validate_key
 from adapter.services.quotas import StagingRates, check_add, check_tenant_bytes
-from adapter.store.staging import AddAhead, AddLimits, AddTarget, NewRecords
+from adapter.store.staging import AddAhead, AddLimits, AddTarget, FinishedOperation, NewRecords
 from adapter.store.tables import new_event
 from adapter.store.unit_of_work import UnitOfWork
 
-__all__ = ["add_records", "record_succeeded"]
+__all__ = ["add_records", "succeeded"]
 
 ADD = OperationKind.ADD.value
 OPEN = ImportState.OPEN.value
@@ -90,7 +90,8 @@ def add_records(
                 staged = {"accepted": count, "record_count": record_count}
                 effect = (EventKind.IMPORT_RECORDS_STAGED, staged)
                 new = NewRecords(row.id, first_seq, batch.texts)
-                record_succeeded(uow, principal, ADD, row.id, key, request, result, effect, new, operation_id)
+                done = succeeded(principal, ADD, row.id, key, request, result, effect, operation_id)
+                uow.staging.record_outcome(done, new)
             uow.commit()
         ctx.import_targets.remember(digest, row.target)
         return Outcome(operation_id, row.id, result, False)
@@ -120,7 +121,7 @@ def _add_alone(
     unused key). None: nothing was written, and the checked path names the refusal in its usual
     order, replays a used key, or learns the target."""
     name = ctx.import_targets.get(digest)
-    if name is None or not ctx.store.adds_alone:
+    if name is None or not ctx.store.writes_alone:
         return None
     try:
         target = ctx.targets.require(name)
@@ -148,7 +149,7 @@ def _add_alone(
 
 def _ahead(principal: Principal, key: str | None, request: str, texts: Sequence[str]) -> AddAhead:
     """The add as PostgreSQL writes it with the statement that holds its import: the same operation
-    and events as :func:`record_succeeded` (the counters in the result and the staged event's detail
+    and events as :func:`succeeded` (the counters in the result and the staged event's detail
     are filled in by that statement)."""
     return AddAhead(
         operation_id=new_id(),
@@ -187,8 +188,7 @@ def _usable_import(
     return row
 
 
-def record_succeeded(
-    uow: UnitOfWork,
+def succeeded(
     principal: Principal,
     kind: str,
     import_id: str,
@@ -196,17 +196,16 @@ def record_succeeded(
     request: str,
     result: dict[str, Any],
     effect: tuple[EventKind, dict[str, Any]],
-    records: NewRecords | None = None,
     operation_id: str | None = None,
-) -> str:
-    """Record a call that took effect at once (begin, add): its finished operation, which answers a
-    repeat of ``key`` from ``result``, with the effect's event (the import stays open) and
-    ``operation.succeeded``, and the ``records`` an add stages, in the caller's transaction (one
-    statement on PostgreSQL). Returns the operation id (``operation_id``, or a new one)."""
+) -> FinishedOperation:
+    """A call that took effect at once (begin, add, replace), as it is written with its effect (in
+    the effect's transaction, or by the statement that writes both on PostgreSQL): its finished
+    operation, which answers a repeat of ``key`` from ``result``, with the effect's event (the import
+    stays open) and ``operation.succeeded``; ``operation_id``, or a new one."""
     operation_id = operation_id or new_id()
     effect_kind, detail = effect
-    uow.staging.record_outcome(
-        operation_id=operation_id,
+    return FinishedOperation(
+        id=operation_id,
         kind=kind,
         principal=principal.subject,
         tenant=principal.tenant,
@@ -219,6 +218,4 @@ def record_succeeded(
             new_event(effect_kind, import_id, operation_id, OPEN, detail),
             new_event(EventKind.OPERATION_SUCCEEDED, import_id, operation_id, SUCCEEDED, {"kind": kind}),
         ],
-        records=records,
     )
-    return operation_id

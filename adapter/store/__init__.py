@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection, Engine
@@ -18,13 +19,23 @@ from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
+from adapter.store.repositories import move_recovery_point_if_held
 from adapter.store.review import ReviewReads
 from adapter.store.staged import StagedWindow, staged_window
-from adapter.store.staging import AddAhead, AddLimits, add_if_allowed
+from adapter.store.staging import (
+    AddAhead,
+    AddLimits,
+    FinishedOperation,
+    NewImport,
+    add_if_allowed,
+    begin_if_allowed,
+)
 from adapter.store.unit_of_work import UnitOfWork
 from adapter.store.writers import WriterQueue
 
 __all__ = ["Store"]
+
+T = TypeVar("T")
 
 
 class Store:
@@ -101,9 +112,23 @@ class Store:
         return self.local_reads
 
     @property
-    def adds_alone(self) -> bool:
-        """Whether an add can be written by one statement on its own (``add_if_allowed``)."""
+    def writes_alone(self) -> bool:
+        """Whether a begin or an add can be written by one statement on its own, outside any
+        transaction (``begin_if_allowed``, ``add_if_allowed``): PostgreSQL."""
         return not self.local_reads
+
+    def begin_if_allowed(
+        self, new: NewImport, operation: FinishedOperation, max_open: int, valid_at: datetime
+    ) -> bool:
+        """PostgreSQL: the begin as one statement outside any transaction (``staging.begin_if_allowed``):
+        a round trip instead of four (BEGIN, the import's insert, its operation's, COMMIT). Written
+        only where every rule holds; whether it was. Its events are announced as a unit of work's are
+        after its commit."""
+        event_ids = self._alone(lambda on: begin_if_allowed(on, new, operation, max_open, valid_at))
+        if event_ids is None:
+            return False
+        self._announce(event_ids)
+        return True
 
     def add_if_allowed(
         self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead, limits: AddLimits
@@ -112,19 +137,45 @@ class Store:
         a round trip instead of three (BEGIN, the statement, COMMIT). Written only where every rule
         holds; the import's id and new record count, or None when nothing was written. Its events are
         announced as a unit of work's are after its commit."""
-        try:
-            with self.engine.connect() as connection:
-                connection.execution_options(isolation_level="AUTOCOMMIT")
-                written = add_if_allowed(connection, handle_digest, tenant, records, size, ahead, limits)
-        except Exception as exc:
-            raise_translated(exc, self.engine.dialect.dbapi, self.health)
-            raise
+        written = self._alone(
+            lambda connection: add_if_allowed(connection, handle_digest, tenant, records, size, ahead, limits)
+        )
         if written is None:
             return None
         import_id, record_count, event_ids = written
+        self._announce(event_ids)
+        return import_id, record_count
+
+    def move_recovery_point_if_held(
+        self, operation_id: str, owner: str, held_status: str, point: str, *, attempt: bool, event_kind: str
+    ) -> bool:
+        """PostgreSQL: a commit's recovery point as one statement outside any transaction
+        (``repositories.move_recovery_point_if_held``), a round trip instead of three, written only
+        while ``owner`` holds the operation in ``held_status`` with no stop asked; whether it was.
+        Its event is announced as a unit of work's are after its commit."""
+        event_ids = self._alone(
+            lambda on: move_recovery_point_if_held(
+                on, operation_id, owner, held_status, point, attempt=attempt, event_kind=event_kind
+            )
+        )
+        if event_ids is None:
+            return False
+        self._announce(event_ids)
+        return True
+
+    def _alone(self, write: Callable[[Connection], T]) -> T:
+        """``write`` on a connection of its own in autocommit: each of its statements commits."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                return write(connection)
+        except Exception as exc:
+            raise_translated(exc, self.engine.dialect.dbapi, self.health)
+            raise
+
+    def _announce(self, event_ids: list[int]) -> None:
         if self._announcer is not None:
             self._announcer.announce(event_ids)
-        return import_id, record_count
 
     def expect_audience(self) -> None:
         """Someone in this process listens for changes now: announce every commit's events from here

@@ -13,8 +13,10 @@ from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Select,
     Table,
+    Update,
     bindparam,
     delete,
     exists,
@@ -58,6 +60,7 @@ __all__ = [
     "RecordRepository",
     "RetentionRepository",
     "keyset_rows",
+    "move_recovery_point_if_held",
 ]
 
 Row = TypeVar("Row", ImportRow, OperationRow)
@@ -105,10 +108,10 @@ _MOVE_POINT = (
 )
 
 
-def _move_point_noted() -> Select[Any]:
-    """PostgreSQL: ``_MOVE_POINT`` and its event in one statement (data-modifying CTEs), the
-    event's state and attempt taken from the row as the update left it."""
-    moved = _MOVE_POINT.returning(OperationRow.id).cte("moved")
+def _move_point_noted(move: Update) -> Select[Any]:
+    """PostgreSQL: ``move`` (``_MOVE_POINT``, perhaps narrowed) and its event in one statement
+    (data-modifying CTEs), the event's state and attempt taken from the row as the update left it."""
+    moved = move.returning(OperationRow.id).cte("moved")
     events = cast(Table, EventRow.__table__)
     detail = func.json_build_object(
         literal_column("'point'"), bindparam("point"), literal_column("'attempt'"), moved.c.attempts
@@ -133,7 +136,43 @@ def _move_point_noted() -> Select[Any]:
     )
 
 
-_MOVE_POINT_NOTED = _move_point_noted()
+_MOVE_POINT_NOTED = _move_point_noted(_MOVE_POINT)
+# The same, written only while the run still holds the operation: its lease owner's, in the status
+# it runs in, with no stop asked (``move_recovery_point_if_held``).
+_MOVE_HELD_POINT_NOTED = _move_point_noted(
+    _MOVE_POINT.where(
+        OperationRow.lease_owner == bindparam("owner"),
+        OperationRow.status == bindparam("held_status"),
+        OperationRow.stop_requested.is_(None),
+    )
+)
+
+
+def move_recovery_point_if_held(
+    connection: Connection,
+    operation_id: str,
+    owner: str,
+    held_status: str,
+    point: str,
+    *,
+    attempt: bool,
+    event_kind: str,
+) -> list[int] | None:
+    """PostgreSQL: a recovery point (and an ``attempt`` counted) written in one statement on its
+    own (``connection`` in autocommit), with its event, only where ``owner`` holds the operation's
+    lease, the operation is ``held_status`` and no stop is asked. The ids of its events, or None
+    when it wrote nothing (the caller's checked path then finds out why)."""
+    params = {
+        "operation_id": operation_id,
+        "owner": owner,
+        "held_status": held_status,
+        "point": point,
+        "more": int(attempt),
+        "now": utcnow(),
+        "event_kind": event_kind,
+    }
+    rows = run_on_driver(connection, _MOVE_HELD_POINT_NOTED, params)
+    return list(rows[0][4]) if rows else None
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Connection,
     Insert,
     Integer,
+    Select,
     String,
     Table,
     Text,
@@ -62,10 +63,13 @@ __all__ = [
     "AddAhead",
     "AddLimits",
     "AddTarget",
+    "FinishedOperation",
     "KeyedOperation",
+    "NewImport",
     "NewRecords",
     "StagingRepository",
     "add_if_allowed",
+    "begin_if_allowed",
 ]
 
 _imports = cast(Table, ImportRow.__table__)
@@ -264,6 +268,80 @@ class KeyedOperation:
     result: dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class NewImport:
+    """An import to open (begin): its row's values, all known before it is written."""
+
+    id: str
+    handle_digest: str
+    principal: str
+    tenant: str
+    target: str
+    state: str
+    expires_at: datetime
+
+    def row(self) -> dict[str, Any]:
+        """Its columns as the statements write them (``_NEW_IMPORT_COLUMNS``), created now."""
+        created = utcnow()
+        return {
+            "id": self.id,
+            "handle_digest": self.handle_digest,
+            "principal": self.principal,
+            "tenant": self.tenant,
+            "target": self.target,
+            "state": self.state,
+            "record_count": 0,
+            "staged_bytes": 0,
+            "revision": 0,
+            "expires_at": self.expires_at,
+            "created_at": created,
+            "updated_at": created,
+            "version": 1,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedOperation:
+    """A call that took effect at once (begin, add, replace), as it is written: its operation,
+    already finished (not an insert and an update), and its events (each a dict of ``kind``,
+    ``import_id``, ``operation_id``, ``state``, ``detail``: ``tables.new_event``)."""
+
+    id: str
+    kind: str
+    principal: str
+    tenant: str
+    import_id: str
+    key: str | None
+    fingerprint: str
+    status: str
+    result: dict[str, Any]
+    events: Sequence[dict[str, Any]]
+
+    def params(self) -> dict[str, Any]:
+        """The values of the statements that write it on PostgreSQL: ``op_<column>`` for the
+        operation and ``e<i>_<column>`` for its events, all written now."""
+        now = utcnow()
+        operation = {
+            "id": self.id,
+            "kind": self.kind,
+            "principal": self.principal,
+            "tenant": self.tenant,
+            "import_id": self.import_id,
+            "idempotency_key": self.key,
+            "request_fingerprint": self.fingerprint,
+            "status": self.status,
+            "result": self.result,
+            "attempts": 1,
+            "created_at": now,
+            "updated_at": now,
+            "version": 1,
+        }
+        params = {f"op_{name}": value for name, value in operation.items()}
+        for index, event in enumerate(self.events):
+            params |= {f"e{index}_{name}": value for name, value in ({"created_at": now} | event).items()}
+        return params
+
+
 class StagingRepository:
     """The add path inside one unit of work: every statement runs on its session's connection."""
 
@@ -325,39 +403,13 @@ class StagingRepository:
             int(row.tenant_bytes),
         )
 
-    def open_import(
-        self,
-        *,
-        import_id: str,
-        handle_digest: str,
-        principal: str,
-        tenant: str,
-        target: str,
-        state: str,
-        expires_at: datetime,
-        now: datetime,
-    ) -> int:
-        """Insert a new import in ``state``; returns how many imports in ``state`` unexpired at ``now``
-        the principal had before it (for its quota: the caller checks it after, and a refusal rolls
-        the insert back). One ``INSERT ... RETURNING`` on PostgreSQL; a count, then the insert, on
-        SQLite (whose RETURNING would count the new row too)."""
-        created = utcnow()
-        row = {
-            "id": import_id,
-            "handle_digest": handle_digest,
-            "principal": principal,
-            "tenant": tenant,
-            "target": target,
-            "state": state,
-            "record_count": 0,
-            "staged_bytes": 0,
-            "revision": 0,
-            "expires_at": expires_at,
-            "created_at": created,
-            "updated_at": created,
-            "version": 1,
-        }
-        count = {"of_tenant": tenant, "of_principal": principal, "open_state": state, "now": now}
+    def open_import(self, new: NewImport, now: datetime) -> int:
+        """Insert ``new``; returns how many imports in its state unexpired at ``now`` the principal
+        had before it (for its quota: the caller checks it after, and a refusal rolls the insert
+        back). One ``INSERT ... RETURNING`` on PostgreSQL; a count, then the insert, on SQLite (whose
+        RETURNING would count the new row too)."""
+        row = new.row()
+        count = {"of_tenant": new.tenant, "of_principal": new.principal, "open_state": new.state, "now": now}
         connection = self._session.connection()
         if connection.dialect.name == "postgresql":
             return int(run_on_driver(connection, _NEW_IMPORT_COUNTED, row | count)[0][0])
@@ -392,59 +444,30 @@ class StagingRepository:
         if result.rowcount != 1:
             raise StoreConflict()
 
-    def record_outcome(
-        self,
-        *,
-        operation_id: str,
-        kind: str,
-        principal: str,
-        tenant: str,
-        import_id: str,
-        key: str | None,
-        fingerprint: str,
-        status: str,
-        result: dict[str, Any],
-        events: Sequence[dict[str, Any]],
-        records: NewRecords | None = None,
-    ) -> None:
-        """Insert the operation already finished (not an insert and an update), its events (each
-        a dict of ``kind``, ``import_id``, ``operation_id``, ``state``, ``detail``) and the
-        ``records`` given (the add path on SQLite; on PostgreSQL an add writes all of it with its
-        import, ``hold_for_add``).
+    def record_outcome(self, operation: FinishedOperation, records: NewRecords | None = None) -> None:
+        """Insert the finished ``operation`` with its events, and the ``records`` given (the add path
+        on SQLite; on PostgreSQL an add writes all of it with its import, ``hold_for_add``).
 
         On PostgreSQL that is one statement (data-modifying CTEs). Other workers are told the event
         ids after the commit (``notify.py``).
         """
-        now = utcnow()
-        operation = {
-            "id": operation_id,
-            "kind": kind,
-            "principal": principal,
-            "tenant": tenant,
-            "import_id": import_id,
-            "idempotency_key": key,
-            "request_fingerprint": fingerprint,
-            "status": status,
-            "result": result,
-            "attempts": 1,
-            "created_at": now,
-            "updated_at": now,
-            "version": 1,
-        }
-        rows = [{"created_at": now, **event} for event in events]
+        params = operation.params()
         connection = self._session.connection()
         if records is not None:
             connection.execute(_NEW_CHUNK, _chunk_row(records))
         if connection.dialect.name != "postgresql":
-            connection.execute(_OPERATION, operation)
-            connection.execute(_EVENTS_NO_IDS, rows)
+            connection.execute(_OPERATION, _prefixed(params, "op_"))
+            events = [_prefixed(params, f"e{i}_") for i in range(len(operation.events))]
+            connection.execute(_EVENTS_NO_IDS, events)
             return
         # A statement with data-modifying CTEs: SQLAlchemy would compile it on every call (driver.py).
-        params: dict[str, Any] = {f"op_{name}": value for name, value in operation.items()}
-        for index, row in enumerate(rows):
-            params |= {f"e{index}_{name}": value for name, value in row.items()}
-        ids = run_on_driver(connection, _outcome_statement(len(rows)), params)
+        ids = run_on_driver(connection, _outcome_statement(len(operation.events)), params)
         remember_events(self._session, [row[0] for row in ids])
+
+
+def _prefixed(params: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The values in ``params`` named ``<prefix><column>``, by column."""
+    return {name.removeprefix(prefix): value for name, value in params.items() if name.startswith(prefix)}
 
 
 def _chunk_row(records: NewRecords) -> dict[str, Any]:
@@ -608,3 +631,55 @@ def _outcome_statement(events: int) -> Insert:
         for i in range(events)
     ]
     return insert(_events).values(rows).add_cte(new_operation).returning(_events.c.id)
+
+
+@functools.cache
+def _begin_alone(events: int) -> Select[Any]:
+    """``WITH new_import AS (INSERT INTO imports SELECT ... WHERE <rules> RETURNING id), new_operation
+    AS (INSERT INTO operations ... FROM new_import), noted AS (INSERT INTO events ... FROM new_import
+    RETURNING id) SELECT ARRAY(SELECT id FROM noted) FROM new_import``: nothing is written where a
+    rule does not hold (the principal's open imports at their quota, the key used), since
+    ``new_import`` is empty then."""
+    allowed = and_(_OPEN_IMPORTS.scalar_subquery() < bindparam("max_open", type_=Integer), _KEY_UNUSED)
+    values = [bindparam(name, type_=_imports.c[name].type) for name in _NEW_IMPORT_COLUMNS]
+    new_import = (
+        insert(_imports)
+        .from_select(list(_NEW_IMPORT_COLUMNS), select(*values).where(allowed))
+        .returning(_imports.c.id)
+        .cte("new_import")
+    )
+
+    def written(table: Table, prefix: str, columns: Sequence[str]) -> Select[Any]:
+        values = [bindparam(f"{prefix}{name}", type_=table.c[name].type) for name in columns]
+        return select(*values).select_from(new_import)
+
+    new_operation = insert(_operations).from_select(
+        list(_OPERATION_COLUMNS), written(_operations, "op_", _OPERATION_COLUMNS)
+    )
+    events_written = union_all(*(written(_events, f"e{i}_", _EVENT_COLUMNS) for i in range(events)))
+    noted = insert(_events).from_select(list(_EVENT_COLUMNS), events_written).returning(_events.c.id)
+    ids = func.array(select(noted.cte("noted").c.id).scalar_subquery())
+    return select(ids).select_from(new_import).add_cte(new_operation.cte("new_operation"))
+
+
+def begin_if_allowed(
+    connection: Connection, new: NewImport, operation: FinishedOperation, max_open: int, valid_at: datetime
+) -> list[int] | None:
+    """PostgreSQL: the begin written in one statement on its own (``connection`` in autocommit): the
+    import ``new`` with its finished ``operation`` and events, only where the principal has fewer
+    than ``max_open`` open imports unexpired at ``valid_at`` and the operation's key is unused. The
+    ids of its events, or None when it wrote nothing (the caller's checked path then refuses or
+    replays)."""
+    rules = {
+        "of_tenant": new.tenant,
+        "of_principal": new.principal,
+        "open_state": new.state,
+        "now": valid_at,
+        "max_open": max_open,
+        "a_principal": operation.principal,
+        "a_kind": operation.kind,
+        "a_key": operation.key,
+    }
+    statement = _begin_alone(len(operation.events))
+    found = run_on_driver(connection, statement, new.row() | operation.params() | rules)
+    return list(found[0][0]) if found else None

@@ -19,7 +19,8 @@ from adapter.services import ImportService
 from adapter.store import Store
 from adapter.store import engine as engine_module
 from adapter.store.reads import IMPORT_WITH_OPERATIONS, ImportFields
-from adapter.store.staging import NewRecords
+from adapter.store.staging import FinishedOperation, NewImport, NewRecords
+from adapter.store.tables import new_event
 
 
 def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
@@ -29,38 +30,15 @@ def test_a_database_error_does_not_carry_record_contents(store: Store) -> None:
     records = NewRecords("some-import", 1, ['{"card":"s3cret-4111"}'])
     with pytest.raises(StoreConflict) as caught, store.unit_of_work() as uow:
         now = datetime.now(UTC)
-        uow.staging.open_import(
-            import_id="some-import",
-            handle_digest="some-digest",
-            principal="alice",
-            tenant="acme",
-            target="customers",
-            state="open",
-            expires_at=now + timedelta(hours=1),
-            now=now,
-        )
+        expires = now + timedelta(hours=1)
+        new = NewImport("some-import", "some-digest", "alice", "acme", "customers", "open", expires)
+        uow.staging.open_import(new, now)
         for operation_id in ("op-1", "op-2"):
-            uow.staging.record_outcome(
-                operation_id=operation_id,
-                kind="add",
-                principal="alice",
-                tenant="acme",
-                import_id="some-import",
-                key=None,
-                fingerprint="f",
-                status="succeeded",
-                result={},
-                events=[
-                    {
-                        "kind": "import.records_staged",
-                        "import_id": "some-import",
-                        "operation_id": operation_id,
-                        "state": "open",
-                        "detail": {},
-                    }
-                ],
-                records=records,
+            staged = new_event("import.records_staged", "some-import", operation_id, "open", {})
+            operation = FinishedOperation(
+                operation_id, "add", "alice", "acme", "some-import", None, "f", "succeeded", {}, [staged]
             )
+            uow.staging.record_outcome(operation, records)
         uow.commit()
 
     cause = caught.value.__cause__

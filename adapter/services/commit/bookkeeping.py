@@ -68,10 +68,21 @@ def set_recovery_point(
 
     In the same transaction the row's stop request is read: a stop asked for before this write
     (on any worker) raises ``StopRequested``, so a commit never sends COMMIT after its owner asked it
-    to stop, whichever worker the request reached.
+    to stop, whichever worker the request reached. On PostgreSQL the write is first tried as one
+    statement on its own that writes only while all of that holds; where it wrote nothing, the
+    checked transaction below says why.
     """
 
     def write() -> None:
+        if ctx.store.writes_alone and ctx.store.move_recovery_point_if_held(
+            claim.operation_id,
+            claim.lease_owner,
+            OperationState.IN_PROGRESS,
+            point,
+            attempt=attempt,
+            event_kind=EventKind.OPERATION_RECOVERY_POINT,
+        ):
+            return
         with ctx.store.unit_of_work() as uow:
             # One statement writes the point and its event and reads what decides whether they may
             # stand; a refusal below leaves the unit of work uncommitted, so it rolls back.
