@@ -113,8 +113,9 @@ class Store:
 
     @property
     def writes_alone(self) -> bool:
-        """Whether a begin or an add can be written by one statement on its own, outside any
-        transaction (``begin_if_allowed``, ``add_if_allowed``): PostgreSQL."""
+        """Whether a begin, an add or a commit's recovery point can be written by one statement on
+        its own, outside any transaction (``begin_if_allowed``, ``add_if_allowed``,
+        ``move_recovery_point_if_held``): PostgreSQL."""
         return not self.local_reads
 
     def begin_if_allowed(

@@ -10,8 +10,11 @@ statement (data-modifying CTEs): its ``UPDATE ... RETURNING`` finds, locks and m
 counters and reads what its tenant holds, and the same statement writes the records, the finished
 operation and its events; the rules run on what it returns, and a refusal rolls all of it back. On
 SQLite the rules run between a read and the writes. Begin is the import's INSERT (counting the
-principal's open imports on PostgreSQL) and one operation-and-events statement. The rules stay in
-the services (``staging.py``, ``imports.py``); this module only reads and writes.
+principal's open imports on PostgreSQL) and one operation-and-events statement. On PostgreSQL both
+can also be written by one statement outside a transaction that holds their rules in its ``WHERE``
+(``add_if_allowed``, ``begin_if_allowed``): it writes all or nothing, and the caller takes the
+checked transaction where it wrote nothing. The rules stay in the services (``staging.py``,
+``imports.py``); this module only reads and writes.
 """
 
 from __future__ import annotations
