@@ -125,11 +125,7 @@ class Store:
         a round trip instead of four (BEGIN, the import's insert, its operation's, COMMIT). Written
         only where every rule holds; whether it was. Its events are announced as a unit of work's are
         after its commit."""
-        event_ids = self._alone(lambda on: begin_if_allowed(on, new, operation, max_open, valid_at))
-        if event_ids is None:
-            return False
-        self._announce(event_ids)
-        return True
+        return self._alone_announced(lambda on: begin_if_allowed(on, new, operation, max_open, valid_at))
 
     def add_if_allowed(
         self, handle_digest: str, tenant: str, records: int, size: int, ahead: AddAhead, limits: AddLimits
@@ -154,15 +150,11 @@ class Store:
         (``repositories.move_recovery_point_if_held``), a round trip instead of three, written only
         while ``owner`` holds the operation in ``held_status`` with no stop asked; whether it was.
         Its event is announced as a unit of work's are after its commit."""
-        event_ids = self._alone(
+        return self._alone_announced(
             lambda on: move_recovery_point_if_held(
                 on, operation_id, owner, held_status, point, attempt=attempt, event_kind=event_kind
             )
         )
-        if event_ids is None:
-            return False
-        self._announce(event_ids)
-        return True
 
     def _alone(self, write: Callable[[Connection], T]) -> T:
         """``write`` on a connection of its own in autocommit: each of its statements commits."""
@@ -173,6 +165,14 @@ class Store:
         except Exception as exc:
             raise_translated(exc, self.engine.dialect.dbapi, self.health)
             raise
+
+    def _alone_announced(self, write: Callable[[Connection], list[int] | None]) -> bool:
+        """``write`` on its own (:meth:`_alone`), its events announced if it wrote: whether it did."""
+        event_ids = self._alone(write)
+        if event_ids is None:
+            return False
+        self._announce(event_ids)
+        return True
 
     def _announce(self, event_ids: list[int]) -> None:
         if self._announcer is not None:

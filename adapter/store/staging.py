@@ -320,9 +320,8 @@ class FinishedOperation:
     result: dict[str, Any]
     events: Sequence[dict[str, Any]]
 
-    def params(self) -> dict[str, Any]:
-        """The values of the statements that write it on PostgreSQL: ``op_<column>`` for the
-        operation and ``e<i>_<column>`` for its events, all written now."""
+    def rows(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Its operation's columns and its events', all written now."""
         now = utcnow()
         operation = {
             "id": self.id,
@@ -339,9 +338,15 @@ class FinishedOperation:
             "updated_at": now,
             "version": 1,
         }
+        return operation, [{"created_at": now} | event for event in self.events]
+
+    def params(self) -> dict[str, Any]:
+        """The values of the statements that write it on PostgreSQL: ``op_<column>`` for the
+        operation and ``e<i>_<column>`` for its events."""
+        operation, events = self.rows()
         params = {f"op_{name}": value for name, value in operation.items()}
-        for index, event in enumerate(self.events):
-            params |= {f"e{index}_{name}": value for name, value in ({"created_at": now} | event).items()}
+        for index, event in enumerate(events):
+            params |= {f"e{index}_{name}": value for name, value in event.items()}
         return params
 
 
@@ -454,23 +459,17 @@ class StagingRepository:
         On PostgreSQL that is one statement (data-modifying CTEs). Other workers are told the event
         ids after the commit (``notify.py``).
         """
-        params = operation.params()
         connection = self._session.connection()
         if records is not None:
             connection.execute(_NEW_CHUNK, _chunk_row(records))
         if connection.dialect.name != "postgresql":
-            connection.execute(_OPERATION, _prefixed(params, "op_"))
-            events = [_prefixed(params, f"e{i}_") for i in range(len(operation.events))]
-            connection.execute(_EVENTS_NO_IDS, events)
+            operation_row, event_rows = operation.rows()
+            connection.execute(_OPERATION, operation_row)
+            connection.execute(_EVENTS_NO_IDS, event_rows)
             return
         # A statement with data-modifying CTEs: SQLAlchemy would compile it on every call (driver.py).
-        ids = run_on_driver(connection, _outcome_statement(len(operation.events)), params)
+        ids = run_on_driver(connection, _outcome_statement(len(operation.events)), operation.params())
         remember_events(self._session, [row[0] for row in ids])
-
-
-def _prefixed(params: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """The values in ``params`` named ``<prefix><column>``, by column."""
-    return {name.removeprefix(prefix): value for name, value in params.items() if name.startswith(prefix)}
 
 
 def _chunk_row(records: NewRecords) -> dict[str, Any]:
