@@ -153,3 +153,51 @@ async def test_the_pg_feed_reads_nothing_for_nobody_and_tells_a_new_listener_at_
             tasks.cancel_scope.cancel()
     finally:
         event.remove(engine, "before_cursor_execute", count_reads)
+
+
+@postgres_only
+@pytest.mark.anyio
+async def test_the_pg_feed_with_arrivals_sleeps_until_someone_comes(
+    service: ImportService, alice: Principal
+) -> None:
+    """Told of arrivals, a feed with nobody to tell does not look for an audience ten times a second
+    (it did: a sixth of an idle worker's CPU); the arrival itself wakes it, and the next change is
+    told long before the 30 s catch-up read would."""
+    from functools import partial
+
+    import anyio
+    import anyio.to_thread
+
+    from adapter.entrypoints.mcp.feed_pg import run_pg_event_feed
+    from adapter.services.listing import ImportChange
+
+    heard: list[str] = []
+    asked: list[bool] = []
+    audience = [False]
+    arrived: list[Any] = []
+
+    async def publish(changes: list[ImportChange]) -> None:
+        heard.extend(change.handle for change in changes)
+
+    def listening() -> bool:
+        asked.append(audience[0])
+        return audience[0]
+
+    async with anyio.create_task_group() as tasks:
+        feed = partial(run_pg_event_feed, catch_up_seconds=30.0, listening=listening, arrivals=arrived.append)
+        tasks.start_soon(feed, service, publish)
+        with anyio.fail_after(10):
+            while not arrived or not asked:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.5)  # settled: the first reads are done
+        before = len(asked)
+        await anyio.sleep(1.0)
+        assert len(asked) - before <= 1  # at the 0.1 s poll it would be about ten
+        handle = (await anyio.to_thread.run_sync(service.begin, alice, "arriving")).handle
+        audience[0] = True
+        arrived[0]()  # what McpGateway.watch_audience's first listener calls
+        await anyio.to_thread.run_sync(service.add, alice, handle, [{"n": 1}])
+        with anyio.fail_after(5):  # the arrival woke it, not the catch-up read 30 s away
+            while handle not in heard:
+                await anyio.sleep(0.02)
+        tasks.cancel_scope.cancel()

@@ -22,7 +22,9 @@ hosts do not listen pays for no notifications at all. The gateway wakes the feed
 listener arrives (``arrivals``: ``McpGateway.watch_audience``; without it the feed looks every
 ``AUDIENCE_POLL_SECONDS``), the feed takes the lock and reads at once, and taking it tells every
 worker's announcer (the ``audience`` payload). A change another worker committed in between, before
-its announcer heard, is told by one more read ``SETTLE_SECONDS`` later.
+its announcer heard, is told by one more read ``SETTLE_SECONDS`` later. With ``arrivals`` the feed
+sleeps until a notification, an arrival or its catch-up read: an idle worker woke ten times a second
+to look at a flag, about a sixth of its idle CPU (``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ log = logging.getLogger("adapter.feed")
 
 RECONNECT_SECONDS = 1.0
 AUDIENCE_POLL_SECONDS = 0.1
-"""How often a feed with nobody to tell looks whether someone came (no database work: a flag)."""
+"""How often a feed with nobody to tell and no ``arrivals`` looks whether someone came (a flag)."""
 SETTLE_SECONDS = 0.2
 """After taking the audience lock, the next read this much later (see the module doc)."""
 
@@ -81,8 +83,9 @@ async def run_pg_event_feed(
         try:
             async with wake_receive:
                 last_read, settle_at = -math.inf, math.inf
+                told_of_arrivals = arrivals is not None  # a first listener wakes the feed itself
                 while True:
-                    wait = catch_up_seconds if presence.held else AUDIENCE_POLL_SECONDS
+                    wait = catch_up_seconds if presence.held or told_of_arrivals else AUDIENCE_POLL_SECONDS
                     with anyio.move_on_after(min(wait, max(0.0, settle_at - anyio.current_time()))):
                         await wake_receive.receive()
                     now, quiet = anyio.current_time(), listening is not None and not listening()
