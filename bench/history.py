@@ -420,11 +420,11 @@ def status_read_sql(kit: Kit, handle: str) -> tuple[str, Any]:
 
 
 def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
-    """The statements of ``begin_import``, ``add_records`` and the commit's recovery point that the
-    store runs on the driver's cursor (out of SQLAlchemy's sight), with the values the measured
-    principal gives them: the checked paths' (the import held for an add, the open imports counted
-    for a begin, an operation by its key) and those written on their own (``*_if_allowed``,
-    ``move_recovery_point_if_held``)."""
+    """The statements of ``begin_import``, ``add_records`` and the commit's recovery point and finish
+    that the store runs on the driver's cursor (out of SQLAlchemy's sight), with the values the
+    measured principal gives them: the checked paths' (the import held for an add, the open imports
+    counted for a begin, an operation by its key, the finish at the versions read) and those written
+    on their own (``*_if_allowed``, ``move_recovery_point_if_held``, ``finish_if_held``)."""
     engine = kit.service.ctx.store.engine
     digest = kit.service.ctx.codec.digest(handle)
     now = datetime.now(UTC)
@@ -474,6 +474,19 @@ def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
         "point": "commit_sent",
     }
     point |= {"more": 0, "now": now, "event_kind": "operation.recovery_point"}
+    finished = repositories.CommitFinish(
+        "explain",
+        "explain",
+        "succeeded",
+        "committed",
+        {},
+        None,
+        "explain",
+        1,
+        "committed",
+        "B",
+        [event | {"detail": {}}] * 2,
+    )
     found = [
         (staging._CLAIM_BY_DIGEST, owner | {"digest": digest, "records": 0, "size": 0, "now": now}),
         (staging._OPEN_IMPORTS, owner | {"open_state": "open", "now": now}),
@@ -484,6 +497,8 @@ def driver_statements(kit: Kit, handle: str) -> list[tuple[str, Any]]:
         ),
         (staging._ADD_IF_ALLOWED, add | staging._ahead_params(ahead, 1)),
         (repositories._MOVE_HELD_POINT_NOTED, point),
+        (repositories._finish_run(2, held=True), finished.params()),
+        (repositories._finish_run(2), finished.params() | {"o_version": 1, "i_version": 1}),
     ]
     statements = []
     for statement, values in found:

@@ -19,7 +19,7 @@ from adapter.store.engine import make_engine, make_session_factory
 from adapter.store.errors import StoreHealth, raise_translated
 from adapter.store.notify import EventAnnouncer, install_event_notify
 from adapter.store.reads import AsyncImportReads, ImportReads, ImportWithOperations
-from adapter.store.repositories import move_recovery_point_if_held
+from adapter.store.repositories import CommitFinish, finish_if_held, move_recovery_point_if_held
 from adapter.store.review import ReviewReads
 from adapter.store.staged import StagedWindow, staged_window
 from adapter.store.staging import (
@@ -113,9 +113,9 @@ class Store:
 
     @property
     def writes_alone(self) -> bool:
-        """Whether a begin, an add or a commit's recovery point can be written by one statement on
-        its own, outside any transaction (``begin_if_allowed``, ``add_if_allowed``,
-        ``move_recovery_point_if_held``): PostgreSQL."""
+        """Whether a begin, an add, a commit's recovery point and its finish can be written by one
+        statement on its own, outside any transaction (``begin_if_allowed``, ``add_if_allowed``,
+        ``move_recovery_point_if_held``, ``finish_if_held``): PostgreSQL."""
         return not self.local_reads
 
     def begin_if_allowed(
@@ -155,6 +155,14 @@ class Store:
                 on, operation_id, owner, held_status, point, attempt=attempt, event_kind=event_kind
             )
         )
+
+    def finish_if_held(self, finish: CommitFinish) -> bool:
+        """PostgreSQL: a commit's finish as one statement outside any transaction
+        (``repositories.finish_if_held``), a round trip instead of four (BEGIN, the read of both
+        rows, the write, COMMIT), written only while the run still holds the operation and the
+        import is as it claimed it; whether it was. Its events are announced as a unit of work's are
+        after its commit."""
+        return self._alone_announced(lambda on: finish_if_held(on, finish))
 
     def _alone(self, write: Callable[[Connection], T]) -> T:
         """``write`` on a connection of its own in autocommit: each of its statements commits."""

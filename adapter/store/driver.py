@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -30,7 +31,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from adapter.store.tables import stored_time
 
-__all__ = ["compiled_for", "driver_value", "run_on_driver"]
+__all__ = ["compiled_for", "driver_value", "event_values", "run_on_driver"]
 
 TUPLES_OK = ExecStatus.TUPLES_OK
 
@@ -53,6 +54,12 @@ def compiled_for(statement: ClauseElement, dialect: Dialect) -> tuple[str, dict[
     compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
     constants = {name: bind.value for bind, name in compiled.bind_names.items() if not bind.required}
     return str(compiled), constants
+
+
+def event_values(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The values of the events a statement writes, ``e<i>_<column>`` for the ``i``-th event (a dict
+    of ``EventRow``'s columns, ``tables.new_event``): how every statement here names them."""
+    return {f"e{index}_{name}": value for index, event in enumerate(events) for name, value in event.items()}
 
 
 def driver_value(value: Any) -> Any:

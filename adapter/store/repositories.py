@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
@@ -22,6 +23,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal,
     literal_column,
     or_,
     select,
@@ -32,8 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from adapter.domain.errors import StoreConflict
-from adapter.domain.states import OperationKind
-from adapter.store.driver import run_on_driver
+from adapter.domain.states import ImportState, OperationKind, OperationState
+from adapter.store.driver import event_values, run_on_driver
 from adapter.store.notify import remember_events
 from adapter.store.plan_terms import constant
 from adapter.store.staged import join_records, split_records, staged_window
@@ -52,6 +54,7 @@ from adapter.store.tables import (
 
 __all__ = [
     "AuditRepository",
+    "CommitFinish",
     "CompensationRepository",
     "ConfirmationRepository",
     "EventRepository",
@@ -59,6 +62,7 @@ __all__ = [
     "OperationRepository",
     "RecordRepository",
     "RetentionRepository",
+    "finish_if_held",
     "keyset_rows",
     "move_recovery_point_if_held",
 ]
@@ -176,16 +180,33 @@ def move_recovery_point_if_held(
 
 
 @functools.cache
-def _finish_run(events: int) -> Select[Any]:
+def _finish_run(events: int, *, held: bool = False) -> Select[Any]:
     """PostgreSQL: a commit's finish in one statement (data-modifying CTEs): the operation and the
     import, each only at the version it was read at, and ``events`` events, written only when both
-    rows were; returns how many of each it changed and the new event ids."""
+    rows were; returns how many of each it changed and the new event ids.
+
+    ``held``: the finish written on its own with nothing read first (:func:`finish_if_held`): the
+    operation only while the run holds it (``owner``'s lease, ``held_status``, no stop asked), the
+    import only while it is ``held_state`` with the ``i_count`` records the run claimed, and only
+    where the operation was written. Outside a transaction nothing would undo the operation's update
+    where the import's then found its row changed, so in that case the statement fails: a division
+    by zero (PostgreSQL's SQL has no RAISE), and nothing of it stays.
+    """
     operations = cast(Table, OperationRow.__table__)
     imports = cast(Table, ImportRow.__table__)
     event_table = cast(Table, EventRow.__table__)
+    operation_is_ours = (
+        (
+            operations.c.lease_owner == bindparam("owner"),
+            operations.c.status == bindparam("held_status"),
+            operations.c.stop_requested.is_(None),
+        )
+        if held
+        else (operations.c.version == bindparam("o_version"),)
+    )
     finished = (
         update(operations)
-        .where(operations.c.id == bindparam("o_id"), operations.c.version == bindparam("o_version"))
+        .where(operations.c.id == bindparam("o_id"), *operation_is_ours)
         .values(
             status=bindparam("o_status"),
             recovery_point=bindparam("o_point"),
@@ -199,12 +220,21 @@ def _finish_run(events: int) -> Select[Any]:
         .returning(operations.c.id)
         .cte("finished")
     )
+    import_is_ours = (
+        (
+            imports.c.state == bindparam("held_state"),
+            imports.c.record_count == bindparam("i_count"),
+            exists(select(finished.c.id)),
+        )
+        if held
+        else (imports.c.version == bindparam("i_version"),)
+    )
     ended = (
         update(imports)
-        .where(imports.c.id == bindparam("i_id"), imports.c.version == bindparam("i_version"))
+        .where(imports.c.id == bindparam("i_id"), *import_is_ours)
         .values(
             state=bindparam("i_state"),
-            legacy_batch_id=bindparam("i_legacy_batch_id"),
+            legacy_batch_id=func.coalesce(bindparam("i_legacy_batch_id"), imports.c.legacy_batch_id),
             version=imports.c.version + 1,
             updated_at=bindparam("now"),
         )
@@ -225,11 +255,69 @@ def _finish_run(events: int) -> Select[Any]:
         .returning(event_table.c.id)
         .cte("noted")
     )
-    return select(
-        select(func.count()).select_from(finished).scalar_subquery(),
-        select(func.count()).select_from(ended).scalar_subquery(),
-        func.array(select(noted.c.id).scalar_subquery()),
-    )
+    operations_written = select(func.count()).select_from(finished).scalar_subquery()
+    imports_written = select(func.count()).select_from(ended).scalar_subquery()
+    written = select(operations_written, imports_written, func.array(select(noted.c.id).scalar_subquery()))
+    if held:  # 1 / 0 where the operation was written and the import was not (see above)
+        written = written.add_columns(literal(1) // (literal(1) - operations_written + imports_written))
+    return written
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFinish:
+    """A commit's finish as :func:`finish_if_held` writes it, nothing read first: the run's operation
+    and lease owner, the import and the records the run claimed, how the run ended, and the finish's
+    events (dicts of ``EventRow``'s columns, ``tables.new_event``)."""
+
+    operation_id: str
+    owner: str
+    status: str
+    recovery_point: str
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    import_id: str
+    record_count: int
+    import_state: str
+    legacy_batch_id: str | None
+    events: Sequence[Mapping[str, Any]]
+
+    def params(self) -> dict[str, Any]:
+        """The values of ``_finish_run(held=True)``: the lease let go, the run's rows as it holds them."""
+        return {
+            "o_id": self.operation_id,
+            "owner": self.owner,
+            "held_status": OperationState.IN_PROGRESS.value,
+            "o_status": self.status,
+            "o_point": self.recovery_point,
+            "o_result": self.result,
+            "o_error": self.error,
+            "o_lease_owner": None,
+            "o_lease_expires_at": None,
+            "i_id": self.import_id,
+            "held_state": ImportState.COMMITTING.value,
+            "i_count": self.record_count,
+            "i_state": self.import_state,
+            "i_legacy_batch_id": self.legacy_batch_id,
+            "now": utcnow(),
+        } | event_values(self.events)
+
+
+_DIVISION_BY_ZERO = "22012"  # PostgreSQL's SQLSTATE: the held finish's guard (``_finish_run``)
+
+
+def finish_if_held(connection: Connection, finish: CommitFinish) -> list[int] | None:
+    """PostgreSQL: a commit's finish written in one statement on its own (``connection`` in
+    autocommit), only while its run still holds the operation and the import is as the run claimed
+    it. The ids of its events, or None when it wrote nothing (the caller's checked transaction then
+    reads the rows and decides)."""
+    try:
+        rows = run_on_driver(connection, _finish_run(len(finish.events), held=True), finish.params())
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) == _DIVISION_BY_ZERO:
+            return None  # the operation was ours, the import had changed: the statement undid both
+        raise
+    [(operations, imports, event_ids, _)] = rows
+    return list(event_ids) if operations == 1 and imports == 1 else None
 
 
 @functools.cache
@@ -535,8 +623,7 @@ class OperationRepository(_RowRepository[OperationRow]):
             value = getattr(operation, column.key)
             params[f"o_{column.name}"] = str(value) if isinstance(value, str) else value  # StrEnums too
         params |= {"import_id": row.id, "kind": str(operation.kind)}  # _BATCH_REFS's own
-        for index, event in enumerate(events):
-            params |= {f"e{index}_{name}": value for name, value in event.items()}
+        params |= event_values(events)
         [(moved, event_ids, ids, refs)] = run_on_driver(connection, _claim_run(len(events)), params)
         if moved != 1:
             raise StoreConflict()
@@ -572,9 +659,7 @@ class OperationRepository(_RowRepository[OperationRow]):
             "i_state": row.state,
             "i_legacy_batch_id": row.legacy_batch_id,
             "now": utcnow(),
-        }
-        for index, event in enumerate(events):
-            params |= {f"e{index}_{name}": value for name, value in event.items()}
+        } | event_values(events)
         [(operations, imports, event_ids)] = run_on_driver(connection, _finish_run(len(events)), params)
         if operations != 1 or imports != 1:
             raise StoreConflict()

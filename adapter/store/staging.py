@@ -48,7 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from adapter.domain.errors import StoreConflict
-from adapter.store.driver import run_on_driver
+from adapter.store.driver import event_values, run_on_driver
 from adapter.store.held_bytes import held_bytes_of
 from adapter.store.notify import remember_events
 from adapter.store.staged import join_records
@@ -344,10 +344,7 @@ class FinishedOperation:
         """The values of the statements that write it on PostgreSQL: ``op_<column>`` for the
         operation and ``e<i>_<column>`` for its events."""
         operation, events = self.rows()
-        params = {f"op_{name}": value for name, value in operation.items()}
-        for index, event in enumerate(events):
-            params |= {f"e{index}_{name}": value for name, value in event.items()}
-        return params
+        return {f"op_{name}": value for name, value in operation.items()} | event_values(events)
 
 
 class StagingRepository:

@@ -1,5 +1,5 @@
-"""Writes on their own (PostgreSQL): a begin, an add and a commit's recovery point as one statement
-outside any transaction, written only where every rule holds; anything else takes the checked path,
+"""Writes on their own (PostgreSQL): a begin, an add, a commit's recovery point and its finish as one
+statement outside any transaction, written only where every rule holds; anything else takes the checked path,
 which refuses or replays exactly as before.
 
 The refusals themselves (another principal's handle, an expired import, quotas, bad records, a used
@@ -23,12 +23,17 @@ from sqlalchemy import event, func, select
 from adapter.domain.errors import IdempotencyKeyReused
 from adapter.domain.identity import Principal, fingerprint
 from adapter.domain.quotas import QuotaExceeded
+from adapter.domain.states import ImportState, OperationState
+from adapter.domain.vocabulary import RecoveryPoint
 from adapter.services import ImportService, ServiceContext
 from adapter.services.commit import bookkeeping
 from adapter.services.commit import claim as claiming
+from adapter.services.commit.finish import Outcome, finish
 from adapter.services.context import ImportTargets
+from adapter.store import Store
 from adapter.store.notify import audience_key, channel_for_schema, libpq_dsn
-from adapter.store.tables import ImportRow, OperationRow
+from adapter.store.repositories import CommitFinish
+from adapter.store.tables import ImportRow, OperationRow, new_event
 from tests.support.constants import POSTGRES
 
 pytestmark = pytest.mark.parametrize("db_url", [POSTGRES], indirect=True)
@@ -245,3 +250,120 @@ def test_a_recovery_point_without_the_lease_or_after_a_stop_writes_nothing_and_s
     with pytest.raises(bookkeeping.StopRequested):
         bookkeeping.set_recovery_point(ctx, claim, "commit_sent")
     assert _point(ctx, claim) == before
+
+
+_COMMITTED = Outcome(
+    OperationState.SUCCEEDED,
+    ImportState.COMMITTED,
+    RecoveryPoint.COMMITTED,
+    result={"legacy_batch_id": "B-1", "record_count": 1},
+    legacy_batch_id="B-1",
+)
+_REFUSED = Outcome(
+    OperationState.FAILED,
+    ImportState.OPEN,
+    RecoveryPoint.FAILED_BEFORE_COMMIT,
+    error={"code": "legacy_refused", "refusal": {"code": "E1", "position": 1, "field": "n", "message": "no"}},
+)
+
+
+def _finished(ctx: ServiceContext, claim: bookkeeping.Claim) -> tuple[Any, ...]:
+    """What a finish wrote: the operation's and the import's columns, the finish's events."""
+    with ctx.store.unit_of_work() as uow:
+        operation, row = bookkeeping.get_both(uow, claim)
+        events = [
+            (e.kind, e.state, e.detail)
+            for e in uow.events.after(0, 10_000)
+            if e.operation_id == claim.operation_id and e.kind != "operation.recovery_point"
+        ][-2:]
+        return (
+            (operation.status, operation.recovery_point, operation.result, operation.error),
+            (operation.lease_owner, operation.lease_expires_at, operation.version),
+            (row.state, row.legacy_batch_id, row.version),
+            events,
+        )
+
+
+@pytest.mark.parametrize("outcome", [_COMMITTED, _REFUSED], ids=["committed", "refused"])
+def test_a_finish_of_the_lease_holder_commits_no_transaction_and_writes_what_the_checked_path_writes(
+    service: ImportService,
+    ctx: ServiceContext,
+    alice: Principal,
+    commits: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+    outcome: Outcome,
+) -> None:
+    alone = _claimed(service, ctx, alice)
+    commits.clear()
+    answer = finish(ctx, alone, outcome)
+    assert commits == []
+    monkeypatch.setattr(Store, "writes_alone", property(lambda _store: False))
+    checked = _claimed(service, ctx, alice)
+    commits.clear()
+    checked_answer = finish(ctx, checked, outcome)
+    assert len(commits) == 1
+
+    assert _finished(ctx, alone) == _finished(ctx, checked)
+    assert dataclasses.replace(answer, handle="", operation_id="") == dataclasses.replace(
+        checked_answer, handle="", operation_id=""
+    )
+    operation, lease, import_row, events = _finished(ctx, alone)
+    assert (
+        operation[0] == outcome.status and lease[:2] == (None, None) and import_row[0] == outcome.import_state
+    )
+    assert [kind for kind, _, _ in events] == [
+        f"operation.{outcome.status.value}",
+        f"import.{outcome.import_state.value}",
+    ]
+
+
+def test_a_finish_after_an_abort_was_asked_takes_the_checked_path_and_aborts_the_import(
+    service: ImportService, ctx: ServiceContext, alice: Principal, commits: list[int]
+) -> None:
+    claim = _claimed(service, ctx, alice)
+    with ctx.store.unit_of_work() as uow:
+        operation = uow.operations.get(claim.operation_id)
+        assert operation is not None
+        operation.stop_requested = "abort"
+        uow.commit()
+    commits.clear()
+
+    stopped = Outcome(OperationState.CANCELLED, ImportState.OPEN, RecoveryPoint.CANCELLED_BEFORE_COMMIT)
+    finish(ctx, claim, stopped)
+
+    assert len(commits) == 1 and claim.abort_asked
+    (status, *_), _, (state, *_), _ = _finished(ctx, claim)
+    assert (status, state) == ("cancelled", "aborted")
+
+
+def test_a_finish_where_the_import_changed_behind_the_run_writes_nothing_of_it_on_its_own(
+    service: ImportService, ctx: ServiceContext, alice: Principal
+) -> None:
+    """The operation is still the run's, the import is not as it claimed it: the statement must not
+    keep the operation's update (outside a transaction nothing else would undo it)."""
+    claim = _claimed(service, ctx, alice)
+    with ctx.store.unit_of_work() as uow:
+        row = uow.imports.get(claim.import_id)
+        assert row is not None
+        row.record_count += 1  # the store changed behind the kit's back
+        uow.commit()
+    before = _finished(ctx, claim)
+
+    written = ctx.store.finish_if_held(
+        CommitFinish(
+            operation_id=claim.operation_id,
+            owner=claim.lease_owner,
+            status="succeeded",
+            recovery_point="committed",
+            result={"legacy_batch_id": "B-1", "record_count": claim.total},
+            error=None,
+            import_id=claim.import_id,
+            record_count=claim.total,
+            import_state="committed",
+            legacy_batch_id="B-1",
+            events=[new_event("operation.succeeded", claim.import_id, claim.operation_id, "succeeded", {})],
+        )
+    )
+
+    assert not written
+    assert _finished(ctx, claim) == before  # the operation still in progress under the run's lease
