@@ -34,7 +34,9 @@ With ``--rounds`` above one, a configuration's figures are its rounds' (CPU and 
 latencies pooled), and each target ratio is the median of the ratios within each round
 (``ratios_by_round``): the two sides of a pair ran next to each other, at one speed of the host.
 Beside them, not a target, ``clients_cpu_kit_x1_vs_naive``: the clients do the same work for either
-server, so above 1.0x it shows what contention for the cores added to every process in that run.
+server, so above 1.0x it shows what contention for the cores added to every process in that run;
+``clients_cpu_kit_x2_vs_kit_x1`` the same for two workers against one (what a second worker process
+sharing the cores added, on a machine without a core per worker).
 
 Usage::
 
@@ -644,12 +646,19 @@ backends share them with everyone here, and the naive wrapper has none) added to
 process doing the same work, the servers' included."""
 
 
+CONTENTION_X2 = "clients_cpu_kit_x2_vs_kit_x1"
+"""Not a target: the clients' CPU per import, two workers against one. The clients' work is the same
+for both, so above 1.0x it is what a second worker process sharing the cores added to every process,
+the workers' own included: the part of ``server_cpu_kit_x2_vs_kit_x1`` that is the machine's."""
+
+
 SCALE_OUT = "server_cpu_kit_x4_vs_kit_x1"
 """Not a target: four workers' server CPU per import against one worker's, for a machine with the
 cores to run them (``--only kit_x4``)."""
 
 FIGURES = {
     CONTENTION: "not a target: the same work, 1.0x on idle cores",
+    CONTENTION_X2: "not a target: the same work, 1.0x on idle cores",
     SCALE_OUT: "not a target: four workers against one",
 }
 
@@ -673,6 +682,7 @@ def targets(results: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         "server_cpu_kit_x2_vs_kit_x1": ratio(role_cpu("kit_x2", "server"), role_cpu("kit_x1", "server")),
         "import_p50_kit_x1_vs_naive": ratio(import_p50("kit_x1"), import_p50("naive")),
         CONTENTION: ratio(role_cpu("kit_x1", "clients"), role_cpu("naive", "clients")),
+        CONTENTION_X2: ratio(role_cpu("kit_x2", "clients"), role_cpu("kit_x1", "clients")),
         SCALE_OUT: ratio(role_cpu("kit_x4", "server"), role_cpu("kit_x1", "server")),
     }
 

@@ -71,6 +71,16 @@ def test_the_clients_gauge_shows_contention_and_targets_nothing() -> None:
     assert load.CONTENTION not in load.TARGETS
 
 
+def test_the_clients_gauge_of_two_workers_shows_what_sharing_cores_added_and_targets_nothing() -> None:
+    by_round = [{"kit_x1": _round(40, 20, [1.0]), "kit_x2": _round(44, 21, [1.0])}]
+
+    ratios = load.median_ratios([load.targets(r) for r in by_round])
+
+    assert ratios["server_cpu_kit_x2_vs_kit_x1"] == 1.1
+    assert ratios[load.CONTENTION_X2] == 1.05
+    assert load.CONTENTION_X2 not in load.TARGETS
+
+
 def test_four_workers_are_reported_against_one_and_target_nothing() -> None:
     by_round = [{"kit_x1": _round(40, 20, [1.0]), "kit_x4": _round(46, 20, [1.0])}]
 

@@ -4,6 +4,10 @@ The operation's stop request decides what a stop before COMMIT means for the imp
 gives it back ``open`` (it can be committed again), ``abort`` makes it ``aborted`` (the runner then
 drops its staged records). A commit that landed although an abort was asked is recorded as what it
 is, ``committed``; the runner's follow-up then voids it (``services/abort.py``).
+
+On PostgreSQL the common case (the run still holds its operation, nobody asked it to stop) is
+first written without reading the rows, by one statement that checks exactly that; anything else
+takes the transaction, which reads both rows and decides.
 """
 
 from __future__ import annotations
