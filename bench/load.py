@@ -38,12 +38,19 @@ server, so above 1.0x it shows what contention for the cores added to every proc
 ``clients_cpu_kit_x2_vs_kit_x1`` the same for two workers against one (what a second worker process
 sharing the cores added, on a machine without a core per worker).
 
+With ``--clients-per-worker`` each of the kit's workers gets ``--clients`` clients (``kit_x2`` twice
+as many as ``kit_x1``): a worker's CPU per import falls as it gets busier, so with one number of
+clients for all, two workers, each half as busy, spend more per import than one; per worker at the
+same load, ``server_cpu_kit_x2_vs_kit_x1`` compares the workers alone. The other ratios then compare
+the naive wrapper and one worker at ``--clients``, as without it.
+
 Usage::
 
     .venv/bin/python bench/load.py                          # 32 clients, 10 s per configuration
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 2
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 5  # the targets: medians of 5 rounds
     .venv/bin/python bench/load.py --clients 0 --only kit_x1 --only kit_x2   # idle: cores, statements/s
+    .venv/bin/python bench/load.py --clients 4 --clients-per-worker --rounds 5   # workers at one load each
     # A machine with cores to spare: PostgreSQL of the bench's own on cores of its own, four workers too
     .venv/bin/python bench/load.py --clients 32 --seconds 10 --rounds 5 --embedded-postgres \
         --postgres-cpus 12-15 --cpus 0-11 --only naive --only kit_x1 --only kit_x2 --only kit_x4
@@ -349,8 +356,9 @@ async def client_loop(url: str, window: Window, args: argparse.Namespace, tally:
                 tally.error(f"{type(exc).__name__}: {exc}")
 
 
-async def drive(url: str, args: argparse.Namespace, probe: Probe) -> Tally:
-    """Every client loops from now on; the first ``--warmup`` seconds fill the pipeline and do not count.
+async def drive(url: str, args: argparse.Namespace, probe: Probe, clients: int) -> Tally:
+    """Each of ``clients`` loops from now on; the first ``--warmup`` seconds fill the pipeline and do
+    not count.
 
     The CPU each role used and the statements the server sent inside the window are sampled at its two
     ends (``Tally.cpu``, ``Tally.store``)."""
@@ -369,9 +377,7 @@ async def drive(url: str, args: argparse.Namespace, probe: Probe) -> Tally:
             tally.cpu = cpu_between(first, last)
         tally.store = {key: counted_last[key] - counted[key] for key in counted}
 
-    await asyncio.gather(
-        sample_cpu(), *(client_loop(url, window, args, tally, n) for n in range(args.clients))
-    )
+    await asyncio.gather(sample_cpu(), *(client_loop(url, window, args, tally, n) for n in range(clients)))
     return tally
 
 
@@ -419,7 +425,7 @@ def figures(tally: Tally, seconds: float, args: argparse.Namespace) -> dict[str,
 
 
 def measure(name: str, url: str, args: argparse.Namespace, probe: Probe) -> dict[str, Any]:
-    tally = asyncio.run(drive(url, args, probe))
+    tally = asyncio.run(drive(url, args, probe, clients_of(name, args)))
     result = figures(tally, args.seconds, args)
     print(f"  {name}: {result['imports_per_s']:.1f} imports/s, errors {result['errors']}", file=sys.stderr)
     return result
@@ -500,6 +506,15 @@ def run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) 
     return result | {"busy_cores_before": busy, "python_loop_ms_before": speed}
 
 
+def clients_of(name: str, args: argparse.Namespace) -> int:
+    """The clients ``name`` is driven by: ``--clients``, or with ``--clients-per-worker`` that many for
+    each of the kit's workers (a worker's CPU per import falls as it gets busier, more requests per
+    wake-up of its event loop, so a fixed number of clients split over two workers costs each import
+    more than on one worker carrying them all; ``bench/RESULTS.md``, twenty-fifth session)."""
+    workers = int(name.removeprefix("kit_x")) if name.startswith("kit_x") else 1
+    return args.clients * workers if args.clients_per_worker else args.clients
+
+
 def _run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace) -> dict[str, Any]:
     port = _free_port()
     log = workdir / f"{name}-{port}.log"
@@ -519,7 +534,7 @@ def _run_config(name: str, workdir: Path, legacy: str, args: argparse.Namespace)
         command = [sys.executable, "-m", "adapter", "serve", "--port", str(port), "--workers", str(workers)]
         counts = workdir / f"{name}-{port}-counts"
         counts.mkdir()
-        env = kit_env(database_url, legacy, args.clients, workers, counts)
+        env = kit_env(database_url, legacy, clients_of(name, args), workers, counts)
         with running(command, env, port, log) as (url, group):
             return measure(name, url, args, Probe(group, args.postgres_url, counts))
 
@@ -557,6 +572,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per configuration")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds before the window opens")
+    parser.add_argument(
+        "--clients-per-worker",
+        action="store_true",
+        help="kit_xN gets N x --clients clients: workers compared at the same load each",
+    )
     parser.add_argument("--adds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=1, help="order reversed every other round")
@@ -609,6 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {
         "bench": "load",
         "clients": args.clients,
+        "clients_per_worker": args.clients_per_worker,
         "seconds": args.seconds,
         "adds": args.adds,
         "batch": args.batch,

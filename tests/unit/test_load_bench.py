@@ -91,6 +91,14 @@ def test_four_workers_are_reported_against_one_and_target_nothing() -> None:
     assert ratios["server_cpu_kit_x2_vs_kit_x1"] is None  # kit_x2 did not run
 
 
+def test_with_clients_per_worker_each_worker_gets_the_clients_and_the_rest_keep_them() -> None:
+    per_worker = argparse.Namespace(clients=4, clients_per_worker=True)
+    fixed = argparse.Namespace(clients=4, clients_per_worker=False)
+
+    assert [load.clients_of(name, per_worker) for name in load.CONFIGURATIONS] == [4, 4, 8, 16]
+    assert [load.clients_of(name, fixed) for name in load.CONFIGURATIONS] == [4, 4, 4, 4]
+
+
 def test_cpu_lists_are_read_as_taskset_writes_them() -> None:
     first = min(os.sched_getaffinity(0))
 
