@@ -18,6 +18,7 @@ rows read against 93,000), where it now looks each chunk's import up by id (13,0
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
+from adapter.services import ServiceContext
 from adapter.services.retention import PurgeReport, purge_finished
 from tests.support.benches import kit_with_history, load_bench
 from tests.support.postgres import postgres_schema, schema_url
@@ -35,6 +37,13 @@ history = load_bench("history")
 
 OLD = 200  # imports past the retention in both stores
 STEP = 100  # SQLite instructions per progress-handler call
+
+
+def _at(ctx: ServiceContext, now: datetime) -> ServiceContext:
+    """``ctx`` with its clock at the history's own ``now``: on the real clock the cut-off moves by
+    the time the fill took, so the larger history's purge could take an operation more (a loaded run
+    found one)."""
+    return dataclasses.replace(ctx, clock=lambda: now)
 
 
 def _purge_instructions(workdir: Path, imports: int) -> tuple[PurgeReport, int]:
@@ -51,7 +60,7 @@ def _purge_instructions(workdir: Path, imports: int) -> tuple[PurgeReport, int]:
 
         event.listen(engine, "connect", count)
         engine.dispose()  # the connections the fill opened go; new ones count
-        report = purge_finished(kit.service.ctx, retention=retention, pause_ratio=0)
+        report = purge_finished(_at(kit.service.ctx, past.now), retention=retention, pause_ratio=0)
     return report, calls[0] * STEP
 
 
@@ -99,7 +108,7 @@ def _purge_rows_read(workdir: Path, imports: int) -> tuple[PurgeReport, int]:
             store = kit.service.ctx.store
             store.dispose()  # its connections (the fill's, the notifier's) go, reporting what they read
             before = _rows_read(server, schema, name)
-            report = purge_finished(kit.service.ctx, retention=retention, pause_ratio=0)
+            report = purge_finished(_at(kit.service.ctx, past.now), retention=retention, pause_ratio=0)
             store.dispose()
             after = _rows_read(server, schema, name)
     return report, after - before
