@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--shape", type=shape_argument, action="append", help="ADDSxBATCH (three or more)")
     parser.add_argument(
-        "--for", dest="target", type=shape_argument, default=Shape(10, 100), help="ADDSxBATCH"
+        "--for", dest="target", type=shape_argument, default=Shape(10, 100), help="ADDSxBATCH to size for"
     )
     args, passed = parser.parse_known_args(argv)
     shapes = list(dict.fromkeys(args.shape or [Shape(10, 100), Shape(4, 250), Shape(10, 1000)]))
