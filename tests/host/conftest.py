@@ -245,12 +245,13 @@ class _Cuttable(httpx2.AsyncByteStream):
         while True:
             next_chunk = asyncio.ensure_future(iterator.__anext__())
             cut = asyncio.ensure_future(self.cut.wait())
-            done, _ = await asyncio.wait({next_chunk, cut}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait({next_chunk, cut}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when the reader is cancelled: no read may outlive it unawaited
+                _settle(cut, next_chunk)
             if cut in done:
-                next_chunk.cancel()
                 self.cut.clear()
                 raise httpx2.ReadError("listen stream cut")
-            cut.cancel()
             try:
                 yield next_chunk.result()
             except StopAsyncIteration:
@@ -258,6 +259,24 @@ class _Cuttable(httpx2.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _settle(cut: asyncio.Future[Any], next_chunk: asyncio.Future[Any]) -> None:
+    """Cancel what is still running and retrieve what ended unread.
+
+    A read left running after its reader was cancelled (the host closing its watch) fails later, when
+    the server shuts down; unretrieved, asyncio reports it when the task is collected, and anyio's test
+    runner turns that report into an error in the teardown of whichever test it falls in.
+    """
+    for future in (cut, next_chunk):
+        if not future.done():
+            future.cancel()
+        future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 @pytest.fixture
