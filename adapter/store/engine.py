@@ -4,6 +4,7 @@ SQLite runs in WAL mode with a busy timeout, and every transaction starts with `
 a deferred SQLite transaction that reads and then writes can fail at once with "database is locked"
 instead of waiting, which would turn ordinary concurrency into errors. Its log is checkpointed by
 a thread of the store's (``checkpoints.py``), not by whichever commit crosses SQLite's threshold.
+Its pool hands out the connection returned last, whose page cache is still valid (``_configure_sqlite``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -24,6 +25,8 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     # Parameters are record contents and user input: never let an error message carry them to a log.
     kwargs.setdefault("hide_parameters", True)
     if url.startswith("sqlite"):
+        if _names_a_file(url):  # an in-memory database gets a pool that takes no such option
+            kwargs.setdefault("pool_use_lifo", True)  # see _configure_sqlite
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         _configure_sqlite(engine)
         return engine
@@ -65,7 +68,23 @@ def _ping_after_idle(engine: Engine) -> None:
             raise DisconnectionError()
 
 
+def _names_a_file(url: str) -> bool:
+    parsed = make_url(url)
+    return parsed.database not in (None, "", ":memory:") and parsed.query.get("mode") != "memory"
+
+
 def _configure_sqlite(engine: Engine) -> None:
+    """WAL mode, ``BEGIN IMMEDIATE``, checkpoints off the write path; and a pool that hands out the
+    connection returned last.
+
+    In WAL mode a connection drops its whole page cache when it starts a transaction after another
+    connection has written. SQLAlchemy's pool hands out the connection returned longest ago, so with
+    two pooled connections every call of one thread (a write, then the status read a host polls)
+    alternated between them and started cold, walking its B-trees through the OS's cache: at a
+    million imports the status read took 1.36x its time on an empty database, a begin 1.38x. The
+    connection returned last is the one that wrote last, its cache still valid: 0.99x and 0.90x.
+    """
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # let SQLAlchemy's "begin" hook issue BEGIN
