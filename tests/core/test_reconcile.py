@@ -18,6 +18,7 @@ from adapter.domain.vocabulary import RecoveryPoint
 from adapter.legacy.simulator import SimulatorPort
 from adapter.services import ImportService, ServiceContext
 from adapter.services import abort as abort_flow
+from adapter.services.admin import act
 from adapter.services.commit import bookkeeping, finish
 from adapter.services.commit import claim as claiming
 from legacy_sim.engine import LegacyEngine
@@ -297,6 +298,31 @@ def test_finished_records_are_purged_after_retention_and_unfinished_ones_kept(
                 )
             )
             assert orphans == 0
+
+
+def test_a_resolved_operation_is_purged_after_retention_and_one_still_needing_an_operator_kept(
+    service: ImportService, ctx: ServiceContext, alice: Principal, legacy_engine: LegacyEngine
+) -> None:
+    """``resolved`` is final (an operator closed it; the audit record keeps why), so retention purges
+    it like any finished operation; ``needs_operator`` waits for a person however old it is."""
+    with freeze_time("2026-06-01 09:00:00") as frozen:
+        stuck = []
+        for key in ("first", "second"):  # a retry finds the old COMMIT landed with other records
+            handle, operation_id, _ = crash_and_reconcile(service, ctx, alice, key=key)
+            service.add(alice, handle, records(2))
+            legacy_engine.commit_batch(claiming.batch_ref_for(operation_id), records(5))
+            service.commit(alice, handle, idempotency_key=key)
+            assert service.operation_status(alice, operation_id=operation_id).status == "needs_operator"
+            stuck.append(operation_id)
+        resolved = act(ctx, stuck[0], "resolve", actor="ops", reason="checked by hand")
+        assert resolved.status == "resolved"
+        frozen.tick(timedelta(days=8))
+
+        service.maintain(retention=timedelta(days=7))
+
+    with ctx.store.reading() as uow:
+        assert uow.operations.get(stuck[0]) is None
+        assert uow.operations.get(stuck[1]) is not None
 
 
 def test_a_commit_that_lands_after_being_reconciled_as_not_committed_is_recorded_as_committed(

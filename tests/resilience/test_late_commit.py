@@ -173,8 +173,9 @@ def test_a_new_commit_asks_about_earlier_batches_and_stops(
     again = late_service.commit(alice, handle, idempotency_key="second")
 
     assert again.status == "outcome_unknown"  # needs_operator is answered as outcome_unknown
+    assert again.error == "earlier_commit_landed"
     view = late_service.operation_status(alice, operation_id=again.operation_id)
-    assert view.status == "needs_operator"
+    assert (view.status, view.recovery_point) == ("needs_operator", "asked_before_commit")
     assert len(legacy_engine.committed_batches()) == 1, "no second batch"
     assert late_service.status(alice, handle).status == "committed"
 

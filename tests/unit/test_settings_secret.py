@@ -3,8 +3,10 @@ owner-only) and, in local mode, the simulator's file only when the simulator is 
 
 from __future__ import annotations
 
+import multiprocessing
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,32 @@ def test_start_up_creates_the_key_file_once_with_mode_0600(tmp_path: Path) -> No
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(first) == 64 and settings.secret_bytes() == first
+
+
+def _start_and_read(secret_file: str, start: Any, keys: Any) -> None:
+    """One process's start-up, released with the others at one moment: create the file, read the key."""
+    settings = Settings(secret=None, secret_file=secret_file)
+    start.wait()
+    ensure_secret_file(settings)
+    keys.put(settings.secret_bytes())
+
+
+def test_processes_that_start_at_once_share_one_key(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    processes = 6
+    start, keys = context.Barrier(processes), context.Queue()
+    started = [
+        context.Process(target=_start_and_read, args=(str(tmp_path / "adapter.secret"), start, keys))
+        for _ in range(processes)
+    ]
+    for process in started:
+        process.start()
+    seen = [keys.get(timeout=60) for _ in started]
+    for process in started:
+        process.join(timeout=60)
+
+    assert [process.exitcode for process in started] == [0] * processes
+    assert len(set(seen)) == 1 and len(seen[0]) == 64
 
 
 def test_an_explicit_secret_writes_no_file(tmp_path: Path) -> None:
