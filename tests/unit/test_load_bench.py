@@ -71,6 +71,17 @@ def test_the_clients_gauge_shows_contention_and_targets_nothing() -> None:
     assert load.CONTENTION not in load.TARGETS
 
 
+def test_postgresql_s_share_is_reported_against_the_naive_server_and_targets_nothing() -> None:
+    kit = _round(36, 20, [1.2])
+    kit["cpu_ms_per_import"]["postgres"] = 7.5
+    by_round = [{"naive": _round(30, 20, [1.0]), "kit_x1": kit}]
+
+    ratios = load.median_ratios([load.targets(r) for r in by_round])
+
+    assert ratios[load.POSTGRES_SHARE] == 0.25  # 7.5 ms against the naive server's 30
+    assert load.POSTGRES_SHARE not in load.TARGETS
+
+
 def test_the_clients_gauge_of_two_workers_shows_what_sharing_cores_added_and_targets_nothing() -> None:
     by_round = [{"kit_x1": _round(40, 20, [1.0]), "kit_x2": _round(44, 21, [1.0])}]
 
