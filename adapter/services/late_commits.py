@@ -20,7 +20,10 @@ second legacy batch. Two defences:
    ``operation.late_commit_found`` that the metrics count. A commit retried under the same key after
    its ``not_committed`` verdict that *succeeded* is watched too: the late COMMIT of its first
    attempt lands under the same reference as a second batch, which is voided (``duplicate_voided``,
-   counted the same way; ``needs_operator`` if the VOID fails). When the retry's own outcome was
+   counted the same way; ``needs_operator`` if it still stands after its VOID failed). A VOID that
+   failed may have been applied with its answer lost, so the legacy system is asked what stands
+   before anything is recorded, and a voided batch the kit holds no record of voiding is voided
+   again (a VOID is idempotent) and recorded. When the retry's own outcome was
    unknown too, the reconciler finds both batches and voids the repeat the same way
    (:func:`void_repeated_commit`). So one key yields one batch, or the duplicate is found, voided
    and counted.
@@ -137,6 +140,11 @@ def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
             for op in uow.operations.for_import(import_id)
             if op.kind == OperationKind.COMMIT.value and op.batch_ref is not None
         ]
+        recorded = {
+            op_id: _recorded_voids(uow, op_id)
+            for op_id, _, status, _ in operations
+            if status == OperationState.SUCCEEDED.value
+        }
     if any(status == OperationState.NEEDS_OPERATOR.value for _, _, status, _ in operations):
         return []  # a person already has it
     answers = {ref: ctx.legacy.batch_status(ref) for _, ref, _, _ in operations}
@@ -148,33 +156,69 @@ def _check_import(ctx: ServiceContext, import_id: str) -> list[LateCommit]:
     ]
     found = [r for op_id, answer in late if (r := _record(ctx, import_id, op_id, answer, total)) is not None]
     for op_id, ref, status, kept in operations:
+        if status != OperationState.SUCCEEDED.value or kept is None:
+            continue
+        # A voided batch the kit has no record of voiding is one whose VOID's answer was lost: it
+        # is voided again (a VOID is idempotent) and recorded now.
         extra = [
-            b.legacy_batch_id for b in answers[ref].batches if b.legacy_batch_id != kept and not b.voided
+            b.legacy_batch_id
+            for b in answers[ref].batches
+            if b.legacy_batch_id != kept and b.legacy_batch_id not in recorded[op_id]
         ]
-        if status == OperationState.SUCCEEDED.value and kept is not None and extra:
-            found.append(_void_duplicates(ctx, import_id, op_id, kept, extra))
+        if extra and (voided := _void_duplicates(ctx, import_id, op_id, ref, kept, extra)) is not None:
+            found.append(voided)
     return found
 
 
-def _void(ctx: ServiceContext, batch_ids: list[str]) -> None:
-    """VOID each duplicate, retrying a transient failure as every VOID is (a VOID is idempotent)."""
-    for batch_id in batch_ids:
-        legacy_retrying(ctx.commit_policy)(ctx.legacy.void_batch, batch_id)
+def _recorded_voids(uow: UnitOfWork, operation_id: str) -> set[str]:
+    """The batches the kit recorded voiding as duplicates of ``operation_id``'s (its late-commit events)."""
+    return {
+        str(batch_id)
+        for event in uow.events.for_operation(operation_id)
+        if event.kind == LATE_COMMIT_EVENT
+        for batch_id in (event.detail or {}).get("voided", [])
+    }
+
+
+def _void(ctx: ServiceContext, batch_ref: str, batch_ids: list[str]) -> list[str]:
+    """VOID each duplicate, retrying a transient failure as every VOID is (a VOID is idempotent);
+    returns those still standing (none: all voided).
+
+    A VOID whose answer was lost may have been applied, so after a VOID that failed the legacy
+    system is asked what stands before anything is recorded. Raises LegacyError when it cannot be
+    asked either: the caller records nothing and a later pass tries again."""
+    try:
+        for batch_id in batch_ids:
+            legacy_retrying(ctx.commit_policy)(ctx.legacy.void_batch, batch_id)
+        return []
+    except LegacyError as exc:
+        log.warning("voiding a duplicate under %s failed (%s): asking", batch_ref, type(exc).__name__)
+    voided = {b.legacy_batch_id for b in ctx.legacy.batch_status(batch_ref).batches if b.voided}
+    return [batch_id for batch_id in batch_ids if batch_id not in voided]
 
 
 def _void_duplicates(
-    ctx: ServiceContext, import_id: str, operation_id: str, kept: str, extra: list[str]
-) -> LateCommit:
+    ctx: ServiceContext, import_id: str, operation_id: str, batch_ref: str, kept: str, extra: list[str]
+) -> LateCommit | None:
     """A commit retried under its key after a ``not_committed`` verdict landed, and then the late
     COMMIT of its earlier attempt landed too, under the same reference: one key, two batches. The
     batch the operation recorded stays; the late one is voided (a VOID is idempotent), and the event
-    is counted like every late commit. A VOID that fails leaves it to a person (``needs_operator``)."""
+    is counted like every late commit. A duplicate still standing after its VOID failed leaves it to
+    a person (``needs_operator``); None when the legacy system could not say (nothing recorded)."""
     try:
-        _void(ctx, extra)
-        finding, status = Finding.DUPLICATE_VOIDED, OperationState.SUCCEEDED
+        standing = _void(ctx, batch_ref, extra)
     except LegacyError as exc:
-        log.warning("operation %s: voiding its duplicate batch failed (%s)", operation_id, type(exc).__name__)
+        log.info(
+            "operation %s: its duplicate's fate is asked again next pass (%s)",
+            operation_id,
+            type(exc).__name__,
+        )
+        return None
+    voided = [batch_id for batch_id in extra if batch_id not in standing]
+    if standing:
         finding, status = Finding.SECOND_BATCH, OperationState.NEEDS_OPERATOR
+    else:
+        finding, status = Finding.DUPLICATE_VOIDED, OperationState.SUCCEEDED
 
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
@@ -188,11 +232,7 @@ def _void_duplicates(
                 import_id=import_id,
                 operation_id=operation_id,
                 state=operation.status,
-                detail={
-                    "finding": finding,
-                    "batches": 1 + len(extra),
-                    "voided": extra if status is not OperationState.NEEDS_OPERATOR else [],
-                },
+                detail={"finding": finding, "batches": 1 + len(extra), "voided": voided},
             )
             uow.commit()
 
@@ -208,19 +248,22 @@ def void_repeated_commit(
     the grace period, judged ``not_committed``, retried under the same key, and both landed. When
     every one holds exactly the import's records they are the same work: the oldest stays, the rest
     are voided and counted (``duplicate_voided``), and the status of the one left is returned to be
-    judged. Otherwise, or when a VOID fails, ``status`` comes back as it was (``needs_operator``)."""
+    judged. Otherwise, or when a repeat still stands after its VOID failed, ``status`` comes back as
+    it was (``needs_operator``). Raises LegacyError when a VOID failed and the legacy system cannot
+    say what stands: nothing is recorded, and the reconciler asks again next pass."""
     with ctx.store.reading() as uow:
         row = uow.imports.get(import_id)
         staged = row.record_count if row is not None else None
+        recorded = _recorded_voids(uow, operation_id)
     first, *extra = status.batches
-    if not extra or any(b.voided or b.record_count != staged for b in status.batches):
+    if not extra or first.voided or any(b.record_count != staged for b in status.batches):
         return status
-    try:
-        _void(ctx, [batch.legacy_batch_id for batch in extra])
-    except LegacyError as exc:
-        log.warning("operation %s: voiding its repeated batch failed (%s)", operation_id, type(exc).__name__)
-        return status
-    voided = [b.legacy_batch_id for b in extra]
+    # A repeat voided without a record is one whose VOID's answer was lost: voided again, recorded.
+    to_void = [b.legacy_batch_id for b in extra if b.legacy_batch_id not in recorded]
+    if not to_void:
+        return BatchStatus(status.batch_ref, (first,))
+    standing = _void(ctx, status.batch_ref, to_void)
+    voided = [batch_id for batch_id in to_void if batch_id not in standing]
 
     def write() -> None:
         with ctx.store.unit_of_work() as uow:
@@ -238,7 +281,11 @@ def void_repeated_commit(
             )
             uow.commit()
 
-    retry_on_conflict(write)
+    if voided:
+        retry_on_conflict(write)
+    if standing:
+        log.warning("operation %s: a repeated batch still stands after its VOID failed", operation_id)
+        return status
     log.warning("operation %s committed more than once: the repeats were voided", operation_id)
     return BatchStatus(status.batch_ref, (first,))
 

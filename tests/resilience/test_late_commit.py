@@ -57,6 +57,8 @@ class CommitHoldingProxy:
         self._lock = threading.Lock()
         self.down = False  # while set, every new connection is closed at once (the system is down)
         self.delivered = threading.Event()
+        self.lose_void_reply = False  # the next VOID is applied, its answer lost, the system down
+        self._muted: set[socket.socket] = set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def hold_next_commit(self, seconds: float | None = None) -> None:
@@ -101,6 +103,14 @@ class CommitHoldingProxy:
                         upstream.sendall(line)
                         self.delivered.set()
                         continue
+                if line.startswith(b"VOID") and self.lose_void_reply:
+                    self.lose_void_reply = False
+                    self._muted.add(client)
+                    upstream.sendall(line)
+                    time.sleep(0.3)  # applied by now; its answer goes nowhere
+                    self.down = True
+                    client.close()
+                    break
                 upstream.sendall(line)
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
@@ -108,6 +118,8 @@ class CommitHoldingProxy:
     def _to_client(self, upstream: socket.socket, client: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
+                if client in self._muted:
+                    continue
                 with contextlib.suppress(OSError):
                     client.sendall(data)
         for end in (upstream, client):
@@ -322,12 +334,54 @@ def test_a_same_key_retry_and_the_late_commit_give_one_batch_the_duplicate_voide
     assert len(late_events(late_service)) == 1
 
 
-def test_a_held_commit_and_an_unknown_same_key_retry_both_landing_leave_one_batch(
+def test_a_void_whose_answer_was_lost_is_found_voided_and_recorded_not_left_to_a_person(
     late_service: ImportService, alice: Principal, proxy: CommitHoldingProxy, legacy_engine: LegacyEngine
+) -> None:
+    """The watch VOIDs the duplicate; the VOID is applied but its answer is lost and the system
+    stays down through every retry and the question after them. Nothing is recorded then (not
+    ``needs_operator``: the kit does not know that the VOID failed); once the system is back, the
+    next pass finds the batch voided and records it, once."""
+    handle, first_id = judged_not_committed(late_service, alice, proxy)
+    retried = late_service.commit(alice, handle, idempotency_key="first")
+    proxy.release()
+    assert proxy.delivered.wait(10)
+    time.sleep(0.3)
+    late = next(
+        b for b in legacy_engine.committed_batches() if b["legacy_batch_id"] != retried.legacy_batch_id
+    )
+    proxy.lose_void_reply = True
+
+    late_service.maintain()
+
+    voided = [b["legacy_batch_id"] for b in legacy_engine.committed_batches() if b["voided"]]
+    assert voided == [late["legacy_batch_id"]], "the VOID was applied"
+    assert late_service.operation_status(alice, operation_id=first_id).status == "succeeded"
+    assert late_events(late_service) == [], "nothing recorded while the outcome is unknown"
+    proxy.down = False
+
+    late_service.maintain()
+    late_service.maintain()
+
+    assert late_service.operation_status(alice, operation_id=first_id).status == "succeeded"
+    [found] = late_events(late_service)
+    assert found.detail == {"finding": "duplicate_voided", "batches": 2, "voided": [late["legacy_batch_id"]]}
+    standing = [b["legacy_batch_id"] for b in legacy_engine.committed_batches() if not b["voided"]]
+    assert standing == [retried.legacy_batch_id]
+
+
+@pytest.mark.parametrize("void_answer_lost", [False, True], ids=["void-answered", "void-answer-lost"])
+def test_a_held_commit_and_an_unknown_same_key_retry_both_landing_leave_one_batch(
+    late_service: ImportService,
+    alice: Principal,
+    proxy: CommitHoldingProxy,
+    legacy_engine: LegacyEngine,
+    void_answer_lost: bool,
 ) -> None:
     """The same-key retry's reply is lost too (outcome unknown), then both COMMITs land: the
     reconciler finds two batches of the same records under the operation's reference, keeps the
-    oldest, voids the other and counts it, instead of leaving it to a person."""
+    oldest, voids the other and counts it, instead of leaving it to a person. When the VOID is
+    applied but its answer lost while the system goes down, the reconciler records nothing and
+    leaves the operation unknown; once the system is back it finds the repeat voided and counts it."""
     handle, first_id = judged_not_committed(late_service, alice, proxy)
     proxy.hold_next_commit(1.5)  # above the port's timeout: the kit hears nothing back
     retried = late_service.commit(alice, handle, idempotency_key="first")
@@ -338,6 +392,13 @@ def test_a_held_commit_and_an_unknown_same_key_retry_both_landing_leave_one_batc
         time.sleep(0.05)
     oldest, repeat = legacy_engine.committed_batches()
     assert oldest["batch_ref"] == repeat["batch_ref"]
+    if void_answer_lost:
+        proxy.lose_void_reply = True
+        assert late_service.reconcile() == [], "postponed: the VOID's outcome is not known"
+        assert [b["voided"] for b in legacy_engine.committed_batches()] == [False, True]
+        assert late_service.operation_status(alice, operation_id=first_id).status == "outcome_unknown"
+        assert late_events(late_service) == []
+        proxy.down = False
 
     [resolution] = late_service.reconcile()
 
